@@ -1,0 +1,151 @@
+//! Every constant a kernel needs, in one place.
+//!
+//! The CUDA sources hard-code none of these: [`defines`] turns each into a `-D` option
+//! (`BILSTM_` + the constant's upper-snake name) when a kernel is compiled, and a CPU-only
+//! test in `bilstm-kernels` checks that every `BILSTM_*` name a source uses is defined here.
+
+/// Hidden units per direction. The only size built (DESIGN §1).
+pub const HIDDEN: usize = 128;
+/// Gates per unit (`i, f, g, o`).
+pub const GATES: usize = 4;
+/// Gate rows per direction: `GATES * HIDDEN`.
+pub const GATE_ROWS: usize = GATES * HIDDEN;
+/// Input widths are padded to a multiple of this (DESIGN §2: 60 becomes 64).
+pub const K_PAD: usize = 16;
+/// Largest layer-0 input width accepted.
+pub const MAX_FEATURES: usize = 1024;
+/// Each packed tensor starts on a multiple of this many f32 (256 bytes).
+pub const TENSOR_ALIGN_FLOATS: usize = 64;
+
+/// Threads per block of the wide and tiled recurrences and the FP32 projections.
+pub const BLOCK_THREADS: usize = 256;
+/// Threads per warp.
+pub const WARP_THREADS: usize = 32;
+
+/// Wide recurrence: blocks per tile (each owns `WIDE_UNITS_PER_BLOCK` units).
+pub const WIDE_BLOCKS_PER_TILE: usize = 16;
+/// Wide recurrence: hidden units owned by one block (`HIDDEN / WIDE_BLOCKS_PER_TILE`).
+pub const WIDE_UNITS_PER_BLOCK: usize = HIDDEN / WIDE_BLOCKS_PER_TILE;
+/// Wide recurrence: the tile heights (windows per tile) the schedule may pick, smallest first.
+/// Upstream's choice (DESIGN §4); the H200 has not yet ranked them.
+pub const WIDE_TILE_HEIGHTS: [usize; 3] = [8, 16, 32];
+/// Wide recurrence: the largest tile height (the kernel's register arrays are sized by it).
+pub const WIDE_MAX_TILE_HEIGHT: usize = 32;
+
+/// Tiled recurrence: windows per tile.
+pub const TILED_WINDOWS: usize = 8;
+/// Tiled recurrence: blocks per tile.
+pub const TILED_BLOCKS_PER_TILE: usize = 8;
+/// Tiled recurrence: hidden units owned by one block.
+pub const TILED_UNITS_PER_BLOCK: usize = HIDDEN / TILED_BLOCKS_PER_TILE;
+
+/// Resident recurrence: threads per block (one block per window and direction).
+pub const RESIDENT_THREADS: usize = 512;
+/// Resident recurrence: bytes of R kept in dynamic shared memory (the other half of R lives
+/// in registers).
+pub const RESIDENT_R_SHARED_BYTES: usize = GATE_ROWS * HIDDEN * 4 / 2;
+/// Resident recurrence: dynamic shared bytes in all: half of R, a double-buffered hidden
+/// vector and one step's gate pre-activations.
+pub const RESIDENT_SHARED_BYTES: usize = RESIDENT_R_SHARED_BYTES + 2 * HIDDEN * 4 + GATE_ROWS * 4;
+
+/// FP32 projection: output tile edge of the small tile.
+pub const PROJ_SMALL_TILE: usize = 64;
+/// FP32 projection: output tile edge of the large tile.
+pub const PROJ_LARGE_TILE: usize = 128;
+/// FP32 projection: K values per register-prefetched tile.
+pub const PROJ_K_TILE: usize = 8;
+/// TF32 projection: output tile rows.
+pub const PROJ_TF32_TILE_ROWS: usize = 128;
+/// TF32 projection: output tile columns.
+pub const PROJ_TF32_TILE_COLS: usize = 256;
+/// TF32 projection: dynamic shared bytes (cp.async double buffer), upstream's figure.
+pub const PROJ_TF32_SHARED_BYTES: usize = 60 * 1024;
+
+/// Hidden-state exchange: bytes of one published word (flag in the high half, value low).
+pub const EXCHANGE_WORD_BYTES: usize = 8;
+/// Hidden-state exchange: a producer owns whole lines of this many bytes.
+pub const EXCHANGE_LINE_BYTES: usize = 128;
+/// Hidden-state exchange: words per line.
+pub const EXCHANGE_LINE_WORDS: usize = EXCHANGE_LINE_BYTES / EXCHANGE_WORD_BYTES;
+/// Hidden-state exchange: parity slots (step `t` writes slot `t % 2`).
+pub const EXCHANGE_SLOTS: usize = 2;
+/// Hidden-state exchange: the base address is aligned to this many bytes (upstream: 2 MiB),
+/// so the layout never depends on allocation order.
+pub const EXCHANGE_ALIGN_BYTES: usize = 2 * 1024 * 1024;
+
+/// Recurrent dot product: partial FMA chains per gate row (DESIGN §4 numerics).
+pub const DOT_CHAINS: usize = 16;
+/// Recurrent dot product: terms per chain (`HIDDEN / DOT_CHAINS`).
+pub const DOT_CHAIN_TERMS: usize = HIDDEN / DOT_CHAINS;
+
+/// Most `-D` defines [`defines`] returns.
+pub const MAX_DEFINES: usize = 48;
+
+/// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
+pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
+    let all: [(&'static str, usize); 30] = [
+        ("BILSTM_HIDDEN", HIDDEN),
+        ("BILSTM_GATES", GATES),
+        ("BILSTM_GATE_ROWS", GATE_ROWS),
+        ("BILSTM_K_PAD", K_PAD),
+        ("BILSTM_BLOCK_THREADS", BLOCK_THREADS),
+        ("BILSTM_WARP_THREADS", WARP_THREADS),
+        ("BILSTM_WIDE_BLOCKS_PER_TILE", WIDE_BLOCKS_PER_TILE),
+        ("BILSTM_WIDE_UNITS_PER_BLOCK", WIDE_UNITS_PER_BLOCK),
+        ("BILSTM_WIDE_MAX_TILE_HEIGHT", WIDE_MAX_TILE_HEIGHT),
+        ("BILSTM_TILED_WINDOWS", TILED_WINDOWS),
+        ("BILSTM_TILED_BLOCKS_PER_TILE", TILED_BLOCKS_PER_TILE),
+        ("BILSTM_TILED_UNITS_PER_BLOCK", TILED_UNITS_PER_BLOCK),
+        ("BILSTM_RESIDENT_THREADS", RESIDENT_THREADS),
+        ("BILSTM_RESIDENT_R_SHARED_BYTES", RESIDENT_R_SHARED_BYTES),
+        ("BILSTM_RESIDENT_SHARED_BYTES", RESIDENT_SHARED_BYTES),
+        ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
+        ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
+        ("BILSTM_PROJ_K_TILE", PROJ_K_TILE),
+        ("BILSTM_PROJ_TF32_TILE_ROWS", PROJ_TF32_TILE_ROWS),
+        ("BILSTM_PROJ_TF32_TILE_COLS", PROJ_TF32_TILE_COLS),
+        ("BILSTM_PROJ_TF32_SHARED_BYTES", PROJ_TF32_SHARED_BYTES),
+        ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
+        ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
+        ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
+        ("BILSTM_EXCHANGE_SLOTS", EXCHANGE_SLOTS),
+        ("BILSTM_EXCHANGE_ALIGN_BYTES", EXCHANGE_ALIGN_BYTES),
+        ("BILSTM_DOT_CHAINS", DOT_CHAINS),
+        ("BILSTM_DOT_CHAIN_TERMS", DOT_CHAIN_TERMS),
+        ("BILSTM_MAX_FEATURES", MAX_FEATURES),
+        ("BILSTM_TENSOR_ALIGN_FLOATS", TENSOR_ALIGN_FLOATS),
+    ];
+    let mut out = heapless::Vec::new();
+    for (name, value) in all {
+        // MAX_DEFINES exceeds the list's length, checked by the tests below.
+        let _ = out.push((name, value as i64));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_is_consistent() {
+        assert_eq!(WIDE_UNITS_PER_BLOCK * WIDE_BLOCKS_PER_TILE, HIDDEN);
+        assert_eq!(TILED_UNITS_PER_BLOCK * TILED_BLOCKS_PER_TILE, HIDDEN);
+        assert_eq!(DOT_CHAINS * DOT_CHAIN_TERMS, HIDDEN);
+        assert_eq!(EXCHANGE_LINE_WORDS * EXCHANGE_WORD_BYTES, EXCHANGE_LINE_BYTES);
+        assert_eq!(RESIDENT_R_SHARED_BYTES, 128 * 1024);
+        assert!(WIDE_TILE_HEIGHTS.iter().all(|&h| h <= WIDE_MAX_TILE_HEIGHT));
+    }
+
+    #[test]
+    fn defines_are_unique_prefixed_and_complete() {
+        let d = defines();
+        assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
+        assert_eq!(d.len(), 30);
+        for (i, (name, _)) in d.iter().enumerate() {
+            assert!(name.starts_with("BILSTM_"));
+            assert!(d.iter().skip(i + 1).all(|(other, _)| other != name), "{name} twice");
+        }
+        assert!(d.contains(&("BILSTM_HIDDEN", 128)));
+    }
+}

@@ -1,0 +1,437 @@
+//! Packing source tensors into bilstm's layout (see the [module docs](super)).
+
+use super::{DirectionWeights, GateOrder, StackWeights, round_to_tf32};
+use crate::error::{CoreError, checked_mul};
+use crate::geometry::{GATES, K_PAD, TENSOR_ALIGN_FLOATS};
+use crate::shape::{Direction, MAX_LAYERS, StackShape};
+
+/// Input width rounded up to a multiple of [`K_PAD`] (60 becomes 64, 256 stays 256).
+pub const fn padded_in(width: usize) -> usize {
+    width.div_ceil(K_PAD) * K_PAD
+}
+
+fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), CoreError> {
+    if expected == got { Ok(()) } else { Err(CoreError::Shape { what, expected, got }) }
+}
+
+/// Packs input weights `[4H, width]` (source `order`) into K-major `[padded_in, 4H]`:
+/// `out[k * 4H + unit * 4 + gate] = input[source_row * width + k]`, zero for `k >= width`.
+///
+/// # Errors
+/// [`CoreError::Shape`] when `input` or `out` has the wrong length.
+pub fn pack_input_kmajor_into(
+    input: &[f32],
+    width: usize,
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    let rows = GATES * hidden;
+    check_len("input weights length", checked_mul(rows, width, "input weights")?, input.len())?;
+    check_len("packed K-major input weights length", checked_mul(padded_in(width), rows, "packed input")?, out.len())?;
+    for (k, out_row) in out.chunks_exact_mut(rows).enumerate() {
+        for (p, slot) in out_row.iter_mut().enumerate() {
+            *slot = if k < width { input[order.source_row_of_packed(p, hidden) * width + k] } else { 0.0 };
+        }
+    }
+    Ok(())
+}
+
+/// Packs input weights `[4H, width]` into gate-major `[4H, padded_in]`, each value rounded to
+/// TF32 ([`round_to_tf32`]), for the tensor-core projection.
+///
+/// # Errors
+/// [`CoreError::Shape`] when `input` or `out` has the wrong length.
+pub fn pack_input_tf32_into(
+    input: &[f32],
+    width: usize,
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    let rows = GATES * hidden;
+    let padded = padded_in(width);
+    check_len("input weights length", checked_mul(rows, width, "input weights")?, input.len())?;
+    check_len("packed TF32 input weights length", checked_mul(rows, padded, "packed input")?, out.len())?;
+    for (p, out_row) in out.chunks_exact_mut(padded).enumerate() {
+        let src = order.source_row_of_packed(p, hidden) * width;
+        for (k, slot) in out_row.iter_mut().enumerate() {
+            *slot = if k < width { round_to_tf32(input[src + k]) } else { 0.0 };
+        }
+    }
+    Ok(())
+}
+
+/// Packs recurrent weights `[4H, H]` into packed rows `[4H, H]`:
+/// `out[(unit * 4 + gate) * H + k] = recurrent[source_row * H + k]`.
+///
+/// # Errors
+/// [`CoreError::Shape`] when `recurrent` or `out` has the wrong length.
+pub fn pack_recurrent_into(
+    recurrent: &[f32],
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    let rows = GATES * hidden;
+    let len = checked_mul(rows, hidden, "recurrent weights")?;
+    check_len("recurrent weights length", len, recurrent.len())?;
+    check_len("packed recurrent weights length", len, out.len())?;
+    for (p, out_row) in out.chunks_exact_mut(hidden).enumerate() {
+        let src = order.source_row_of_packed(p, hidden) * hidden;
+        out_row.copy_from_slice(&recurrent[src..src + hidden]);
+    }
+    Ok(())
+}
+
+/// Packs recurrent weights `[4H, H]` into K-major `[H, 4H]` (the CPU's per-step layout):
+/// `out[k * 4H + unit * 4 + gate] = recurrent[source_row * H + k]`.
+///
+/// # Errors
+/// [`CoreError::Shape`] when `recurrent` or `out` has the wrong length.
+pub fn pack_recurrent_kmajor_into(
+    recurrent: &[f32],
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    pack_input_kmajor_into(recurrent, hidden, hidden, order, out).map_err(|e| match e {
+        CoreError::Shape { what: "input weights length", expected, got } => {
+            CoreError::Shape { what: "recurrent weights length", expected, got }
+        }
+        CoreError::Shape { what: "packed K-major input weights length", expected, got } => {
+            CoreError::Shape { what: "packed K-major recurrent weights length", expected, got }
+        }
+        other => other,
+    })
+}
+
+/// Packs the combined bias: `out[unit * 4 + gate] = input_bias[src] + recurrent_bias[src]`
+/// (one f32 addition, as ONNX Runtime does).
+///
+/// # Errors
+/// [`CoreError::Shape`] when a slice has the wrong length.
+pub fn pack_bias_into(
+    input_bias: &[f32],
+    recurrent_bias: &[f32],
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    let rows = GATES * hidden;
+    check_len("input bias length", rows, input_bias.len())?;
+    check_len("recurrent bias length", rows, recurrent_bias.len())?;
+    check_len("packed bias length", rows, out.len())?;
+    for (p, slot) in out.iter_mut().enumerate() {
+        let src = order.source_row_of_packed(p, hidden);
+        *slot = input_bias[src] + recurrent_bias[src];
+    }
+    Ok(())
+}
+
+/// Where one direction's packed tensors start inside a [`StackPacking`] buffer (in f32
+/// elements, each a multiple of [`TENSOR_ALIGN_FLOATS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PackedOffsets {
+    /// K-major input weights `[padded_in, 4H]`.
+    pub input_kmajor: usize,
+    /// Gate-major TF32-rounded input weights `[4H, padded_in]`.
+    pub input_tf32: usize,
+    /// Recurrent weights, packed rows `[4H, H]`.
+    pub recurrent: usize,
+    /// Recurrent weights, K-major `[H, 4H]`.
+    pub recurrent_kmajor: usize,
+    /// Combined bias `[4H]`.
+    pub bias: usize,
+    /// The layer's input width before padding.
+    pub width: usize,
+    /// The layer's padded input width.
+    pub padded_width: usize,
+}
+
+/// The layout of a whole stack's packed weights in one f32 buffer: per layer, forward then
+/// reverse, each direction's five tensors in the order of [`PackedOffsets`]' fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackPacking {
+    shape: StackShape,
+    offsets: heapless::Vec<[PackedOffsets; 2], MAX_LAYERS>,
+    len: usize,
+}
+
+impl StackPacking {
+    /// Computes the layout for `shape`.
+    ///
+    /// # Errors
+    /// [`CoreError::Unsupported`] for a shape this version cannot run; [`CoreError::Overflow`].
+    pub fn new(shape: &StackShape) -> Result<Self, CoreError> {
+        shape.validate()?;
+        let rows = shape.gate_rows();
+        let mut cursor = 0usize;
+        let mut take = |n: usize| -> Result<usize, CoreError> {
+            let at = cursor;
+            let n = n.div_ceil(TENSOR_ALIGN_FLOATS) * TENSOR_ALIGN_FLOATS;
+            cursor = cursor.checked_add(n).ok_or(CoreError::Overflow { what: "packed stack length" })?;
+            Ok(at)
+        };
+        let mut offsets = heapless::Vec::new();
+        for layer in 0..shape.layers {
+            let width = shape.layer_input_width(layer);
+            let padded = padded_in(width);
+            let mut pair = [PackedOffsets::default(); 2];
+            for o in &mut pair {
+                *o = PackedOffsets {
+                    input_kmajor: take(checked_mul(padded, rows, "packed input")?)?,
+                    input_tf32: take(checked_mul(padded, rows, "packed input")?)?,
+                    recurrent: take(rows * shape.hidden)?,
+                    recurrent_kmajor: take(rows * shape.hidden)?,
+                    bias: take(rows)?,
+                    width,
+                    padded_width: padded,
+                };
+            }
+            offsets
+                .push(pair)
+                .map_err(|_| CoreError::LayerCount { expected: MAX_LAYERS, got: shape.layers })?;
+        }
+        Ok(StackPacking { shape: *shape, offsets, len: cursor })
+    }
+
+    /// The shape this layout is for.
+    pub fn shape(&self) -> &StackShape {
+        &self.shape
+    }
+
+    /// Total f32 elements of the packed buffer.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never, for a valid shape).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Offsets of `direction` of `layer`, or `None` past the last layer.
+    pub fn offsets(&self, layer: usize, direction: Direction) -> Option<PackedOffsets> {
+        self.offsets.get(layer).map(|pair| pair[direction.index()])
+    }
+
+    /// Packs all of `weights` into `out` (length [`StackPacking::len`]); gaps are zero.
+    ///
+    /// # Errors
+    /// [`CoreError::Shape`] for a wrong `out` length or weights of another shape;
+    /// [`CoreError::NonFiniteWeight`] from [`StackWeights::validate`].
+    pub fn pack_into(&self, weights: &StackWeights<'_>, out: &mut [f32]) -> Result<(), CoreError> {
+        weights.validate(&self.shape)?;
+        check_len("packed stack length", self.len, out.len())?;
+        out.fill(0.0);
+        let h = self.shape.hidden;
+        let rows = self.shape.gate_rows();
+        for (layer, pair) in self.offsets.iter().enumerate() {
+            let Some(lw) = weights.layers().get(layer) else {
+                return Err(CoreError::LayerCount { expected: self.shape.layers, got: weights.layers().len() });
+            };
+            for direction in Direction::ALL {
+                let o = pair[direction.index()];
+                let d: &DirectionWeights<'_> = lw.direction(direction);
+                let order = weights.order();
+                let span = |at: usize, n: usize| at..at + n;
+                pack_input_kmajor_into(d.input, o.width, h, order, &mut out[span(o.input_kmajor, o.padded_width * rows)])?;
+                pack_input_tf32_into(d.input, o.width, h, order, &mut out[span(o.input_tf32, o.padded_width * rows)])?;
+                pack_recurrent_into(d.recurrent, h, order, &mut out[span(o.recurrent, rows * h)])?;
+                pack_recurrent_kmajor_into(d.recurrent, h, order, &mut out[span(o.recurrent_kmajor, rows * h)])?;
+                pack_bias_into(d.input_bias, d.recurrent_bias, h, order, &mut out[span(o.bias, rows)])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{Gate, LayerWeights, OnnxLayer, TorchLayer};
+
+    /// Encodes (gate block, unit, k) of a source tensor into a value, so a packed value
+    /// tells exactly which source row and column it came from.
+    fn code(block: usize, unit: usize, k: usize) -> f32 {
+        (block * 1_000_000 + unit * 1000 + k) as f32
+    }
+
+    fn source(width: usize) -> Vec<f32> {
+        let mut v = vec![0.0; 512 * width];
+        for row in 0..512 {
+            for k in 0..width {
+                v[row * width + k] = code(row / 128, row % 128, k);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn padded_widths() {
+        assert_eq!(padded_in(60), 64);
+        assert_eq!(padded_in(256), 256);
+        assert_eq!(padded_in(1), 16);
+        assert_eq!(padded_in(16), 16);
+        assert_eq!(padded_in(17), 32);
+    }
+
+    #[test]
+    fn kmajor_input_lands_by_gate_order() {
+        let w = source(60);
+        let mut onnx = vec![f32::NAN; 64 * 512];
+        pack_input_kmajor_into(&w, 60, 128, GateOrder::Onnx, &mut onnx).unwrap();
+        let mut torch = vec![f32::NAN; 64 * 512];
+        pack_input_kmajor_into(&w, 60, 128, GateOrder::Torch, &mut torch).unwrap();
+        // Packed column unit*4+gate, gates i,f,g,o. ONNX blocks i,o,f,c; PyTorch i,f,g,o.
+        let col = |unit: usize, gate: Gate| unit * 4 + gate as usize;
+        assert_eq!(onnx[7 * 512 + col(5, Gate::Input)], code(0, 5, 7));
+        assert_eq!(onnx[7 * 512 + col(5, Gate::Forget)], code(2, 5, 7));
+        assert_eq!(onnx[7 * 512 + col(5, Gate::Cell)], code(3, 5, 7));
+        assert_eq!(onnx[7 * 512 + col(5, Gate::Output)], code(1, 5, 7));
+        assert_eq!(torch[59 * 512 + col(127, Gate::Forget)], code(1, 127, 59));
+        assert_eq!(torch[59 * 512 + col(127, Gate::Cell)], code(2, 127, 59));
+        assert_eq!(torch[0 * 512 + col(0, Gate::Output)], code(3, 0, 0));
+        // Padding rows 60..64 are zero.
+        assert!(onnx[60 * 512..].iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn tf32_input_is_gate_major_and_rounded() {
+        let mut w = source(60);
+        w[0] = 1.0 + f32::EPSILON; // ONNX row 0 = gate i of unit 0; rounds to 1.0
+        w[2 * 128 * 60 + 3 * 60 + 1] = f32::from_bits(0x3f80_3000); // forget, unit 3, k 1: tie up
+        let mut out = vec![f32::NAN; 512 * 64];
+        pack_input_tf32_into(&w, 60, 128, GateOrder::Onnx, &mut out).unwrap();
+        assert_eq!(out[0], 1.0);
+        assert_eq!(out[(3 * 4 + 1) * 64 + 1].to_bits(), 0x3f80_4000);
+        assert_eq!(out[(9 * 4 + 3) * 64 + 2], crate::layout::round_to_tf32(code(1, 9, 2)));
+        assert_eq!(&out[63..64], &[0.0]);
+    }
+
+    #[test]
+    fn recurrent_rows_and_kmajor_agree() {
+        let r = source(128);
+        let mut rows = vec![0.0; 512 * 128];
+        let mut kmaj = vec![0.0; 128 * 512];
+        pack_recurrent_into(&r, 128, GateOrder::Torch, &mut rows).unwrap();
+        pack_recurrent_kmajor_into(&r, 128, GateOrder::Torch, &mut kmaj).unwrap();
+        for p in 0..512 {
+            for k in 0..128 {
+                assert_eq!(rows[p * 128 + k], kmaj[k * 512 + p]);
+            }
+        }
+        assert_eq!(rows[(10 * 4 + 3) * 128 + 99], code(3, 10, 99));
+        assert_eq!(
+            pack_recurrent_kmajor_into(&r[1..], 128, GateOrder::Torch, &mut kmaj),
+            Err(CoreError::Shape { what: "recurrent weights length", expected: 65536, got: 65535 })
+        );
+    }
+
+    #[test]
+    fn bias_is_summed_in_packed_order() {
+        let wb: Vec<f32> = (0..512).map(|i| i as f32).collect();
+        let rb: Vec<f32> = (0..512).map(|i| 0.5 * i as f32).collect();
+        let mut out = vec![0.0; 512];
+        pack_bias_into(&wb, &rb, 128, GateOrder::Onnx, &mut out).unwrap();
+        // unit 2, forget gate: ONNX row 2*128+2 = 258.
+        assert_eq!(out[2 * 4 + 1], 258.0 * 1.5);
+        assert_eq!(
+            pack_bias_into(&wb, &rb, 128, GateOrder::Onnx, &mut out[1..]),
+            Err(CoreError::Shape { what: "packed bias length", expected: 512, got: 511 })
+        );
+    }
+
+    #[test]
+    fn stack_packing_is_aligned_disjoint_and_matches_per_tensor_packing() {
+        let shape = StackShape::pyannote();
+        let p = StackPacking::new(&shape).unwrap();
+        let mut spans = Vec::new();
+        for layer in 0..4 {
+            for d in Direction::ALL {
+                let o = p.offsets(layer, d).unwrap();
+                let w = if layer == 0 { 64 } else { 256 };
+                assert_eq!(o.padded_width, w);
+                for (at, n) in [
+                    (o.input_kmajor, w * 512),
+                    (o.input_tf32, w * 512),
+                    (o.recurrent, 65536),
+                    (o.recurrent_kmajor, 65536),
+                    (o.bias, 512),
+                ] {
+                    assert_eq!(at % TENSOR_ALIGN_FLOATS, 0);
+                    spans.push((at, at + n));
+                }
+            }
+        }
+        spans.sort();
+        for pair in spans.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "overlap {pair:?}");
+        }
+        assert!(spans.last().unwrap().1 <= p.len());
+        assert_eq!(p.offsets(4, Direction::Forward), None);
+
+        // ONNX and PyTorch views of the same logical weights pack to identical buffers.
+        let small = StackShape { features: 5, hidden: 128, layers: 2, frames: 1 };
+        let onnx_w: Vec<Vec<f32>> = (0..2)
+            .map(|l| {
+                let width = small.layer_input_width(l);
+                (0..2 * 512 * width).map(|i| ((i * 7 + l) % 101) as f32 * 0.01).collect()
+            })
+            .collect();
+        let onnx_r: Vec<f32> = (0..2 * 512 * 128).map(|i| ((i * 13) % 97) as f32 * 0.01).collect();
+        let onnx_b: Vec<f32> = (0..4 * 512).map(|i| ((i * 3) % 89) as f32 * 0.01).collect();
+        let onnx_layers: Vec<OnnxLayer> =
+            onnx_w.iter().map(|w| OnnxLayer { w, r: &onnx_r, b: &onnx_b }).collect();
+        let from_onnx = StackWeights::from_onnx(&small, &onnx_layers).unwrap();
+        // Re-order ONNX blocks i,o,f,c into PyTorch i,f,g,o.
+        let reorder = |t: &[f32], width: usize| -> Vec<f32> {
+            let mut out = vec![0.0; t.len()];
+            for gate in Gate::ALL {
+                for unit in 0..128 {
+                    let s = GateOrder::Onnx.row(gate, unit, 128) * width;
+                    let d = GateOrder::Torch.row(gate, unit, 128) * width;
+                    out[d..d + width].copy_from_slice(&t[s..s + width]);
+                }
+            }
+            out
+        };
+        let mut owned = Vec::new();
+        for (l, lw) in from_onnx.layers().iter().enumerate() {
+            let width = small.layer_input_width(l);
+            let mut per = Vec::new();
+            for d in Direction::ALL {
+                let dw = lw.direction(d);
+                per.push((
+                    reorder(dw.input, width),
+                    reorder(dw.recurrent, 128),
+                    reorder(dw.input_bias, 1),
+                    reorder(dw.recurrent_bias, 1),
+                ));
+            }
+            owned.push(per);
+        }
+        let torch_layers: Vec<TorchLayer> = owned
+            .iter()
+            .map(|per| TorchLayer {
+                weight_ih: &per[0].0,
+                weight_hh: &per[0].1,
+                bias_ih: &per[0].2,
+                bias_hh: &per[0].3,
+                weight_ih_reverse: &per[1].0,
+                weight_hh_reverse: &per[1].1,
+                bias_ih_reverse: &per[1].2,
+                bias_hh_reverse: &per[1].3,
+            })
+            .collect();
+        let from_torch = StackWeights::from_torch(&small, &torch_layers).unwrap();
+        let sp = StackPacking::new(&small).unwrap();
+        let mut a = vec![f32::NAN; sp.len()];
+        let mut b = vec![0.5; sp.len()];
+        sp.pack_into(&from_onnx, &mut a).unwrap();
+        sp.pack_into(&from_torch, &mut b).unwrap();
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        let _ = LayerWeights::direction; // the view type is part of the public API
+    }
+}

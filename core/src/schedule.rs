@@ -1,0 +1,1 @@
+//! Schedules of the cooperative recurrences.

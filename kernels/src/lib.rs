@@ -1,0 +1,1 @@
+//! CUDA C++ kernel sources of bilstm and their launch contracts.

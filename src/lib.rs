@@ -1,0 +1,3 @@
+//! bilstm: fast, bit-reproducible bidirectional LSTM stacks.
+#![forbid(unsafe_code)]
+pub use bilstm_core as core;
