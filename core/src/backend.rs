@@ -18,7 +18,11 @@ pub struct BackendConfig {
 impl BackendConfig {
     /// The pyannote shape, FP32, for batches up to `max_batch`.
     pub const fn pyannote(max_batch: usize) -> Self {
-        BackendConfig { shape: StackShape::pyannote(), max_batch, math: MathMode::Fp32 }
+        BackendConfig {
+            shape: StackShape::pyannote(),
+            max_batch,
+            math: MathMode::Fp32,
+        }
     }
 }
 
@@ -45,14 +49,23 @@ pub trait Backend {
     /// # Errors
     /// Invalid weights or shapes ([`crate::ErrorKind::InvalidInput`],
     /// [`crate::ErrorKind::Unsupported`]), or device failures.
-    fn prepare(&mut self, weights: &StackWeights<'_>, config: &BackendConfig) -> Result<(), Self::Error>;
+    fn prepare(
+        &mut self,
+        weights: &StackWeights<'_>,
+        config: &BackendConfig,
+    ) -> Result<(), Self::Error>;
 
     /// Runs the stack on `batch` windows.
     ///
     /// # Errors
     /// [`crate::ErrorKind::InvalidInput`] for wrong lengths, a batch above the prepared
     /// maximum or a backend never prepared; device failures and timeouts on GPUs.
-    fn forward(&mut self, input: &[f32], batch: usize, output: &mut [f32]) -> Result<(), Self::Error>;
+    fn forward(
+        &mut self,
+        input: &[f32],
+        batch: usize,
+        output: &mut [f32],
+    ) -> Result<(), Self::Error>;
 
     /// The configuration of the last successful [`Backend::prepare`], if any.
     fn config(&self) -> Option<&BackendConfig>;

@@ -129,6 +129,15 @@ pub enum CoreError {
         /// Why nothing fits.
         reason: &'static str,
     },
+    /// A choice forced through plan overrides cannot run on this device or in this math mode
+    /// (a resident recurrence whose shared memory does not fit, a TF32 projection in FP32 mode).
+    #[error("forced {what} cannot run: {reason}")]
+    ForcedChoice {
+        /// What was forced (`"resident recurrence"`, `"tf32 projection"`).
+        what: &'static str,
+        /// Why it cannot run.
+        reason: &'static str,
+    },
     /// The device query failed.
     #[error("device query failed: {reason}")]
     DeviceQuery {
@@ -149,7 +158,9 @@ impl BackendError for CoreError {
             | CoreError::NonFiniteWeight { .. }
             | CoreError::BatchTooLarge { .. }
             | CoreError::NotPrepared => ErrorKind::InvalidInput,
-            CoreError::Unsupported { .. } | CoreError::NoPlan { .. } => ErrorKind::Unsupported,
+            CoreError::Unsupported { .. }
+            | CoreError::NoPlan { .. }
+            | CoreError::ForcedChoice { .. } => ErrorKind::Unsupported,
             CoreError::Overflow { .. } => ErrorKind::InvalidInput,
             CoreError::DeviceQuery { .. } => ErrorKind::Device,
         }
@@ -180,8 +191,12 @@ mod tests {
         );
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert_eq!(
-            CoreError::Unsupported { what: "hidden size", value: 64, reason: "only 128 is built" }
-                .kind(),
+            CoreError::Unsupported {
+                what: "hidden size",
+                value: 64,
+                reason: "only 128 is built"
+            }
+            .kind(),
             ErrorKind::Unsupported
         );
     }
@@ -191,7 +206,9 @@ mod tests {
         assert_eq!(checked_mul(3, 4, "x"), Ok(12));
         assert_eq!(
             checked_mul(usize::MAX, 2, "input length"),
-            Err(CoreError::Overflow { what: "input length" })
+            Err(CoreError::Overflow {
+                what: "input length"
+            })
         );
     }
 }

@@ -4,7 +4,7 @@
 //! 64-bit word: high half the step flag ([`flag`]), low half the f32 bits ([`word`]). A
 //! consumer spins on a relaxed load of the same word until the flag matches. Two parity slots
 //! let step `t + 1` be written while `t` is still read. Each producer owns whole
-//! [`EXCHANGE_LINE_BYTES`] lines; slots, tiles and directions are separated by a padding line,
+//! [`crate::geometry::EXCHANGE_LINE_BYTES`] lines; slots, tiles and directions are separated by a padding line,
 //! and the whole span is a multiple of [`EXCHANGE_ALIGN_BYTES`] so its base can be aligned.
 //!
 //! Word index of a value (in 8-byte words from the aligned base):
@@ -13,8 +13,9 @@
 
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
-    EXCHANGE_ALIGN_BYTES, EXCHANGE_LINE_WORDS, EXCHANGE_SLOTS, EXCHANGE_WORD_BYTES, TILED_BLOCKS_PER_TILE,
-    TILED_UNITS_PER_BLOCK, TILED_WINDOWS, WIDE_BLOCKS_PER_TILE, WIDE_UNITS_PER_BLOCK,
+    EXCHANGE_ALIGN_BYTES, EXCHANGE_LINE_WORDS, EXCHANGE_SLOTS, EXCHANGE_WORD_BYTES,
+    TILED_BLOCKS_PER_TILE, TILED_UNITS_PER_BLOCK, TILED_WINDOWS, WIDE_BLOCKS_PER_TILE,
+    WIDE_UNITS_PER_BLOCK,
 };
 use crate::shape::Direction;
 
@@ -58,7 +59,11 @@ impl ExchangeLayout {
             ("exchange units per block", units_per_block),
         ] {
             if value == 0 {
-                return Err(CoreError::Unsupported { what, value, reason: "must be positive" });
+                return Err(CoreError::Unsupported {
+                    what,
+                    value,
+                    reason: "must be positive",
+                });
             }
         }
         let what = "exchange layout";
@@ -90,7 +95,12 @@ impl ExchangeLayout {
     /// # Errors
     /// As [`ExchangeLayout::new`].
     pub fn wide(tile_height: usize, tiles: usize) -> Result<Self, CoreError> {
-        Self::new(tile_height, WIDE_BLOCKS_PER_TILE, WIDE_UNITS_PER_BLOCK, tiles)
+        Self::new(
+            tile_height,
+            WIDE_BLOCKS_PER_TILE,
+            WIDE_UNITS_PER_BLOCK,
+            tiles,
+        )
     }
 
     /// The tiled recurrence's layout for `tiles` eight-window tiles.
@@ -98,7 +108,12 @@ impl ExchangeLayout {
     /// # Errors
     /// As [`ExchangeLayout::new`].
     pub fn tiled(tiles: usize) -> Result<Self, CoreError> {
-        Self::new(TILED_WINDOWS, TILED_BLOCKS_PER_TILE, TILED_UNITS_PER_BLOCK, tiles)
+        Self::new(
+            TILED_WINDOWS,
+            TILED_BLOCKS_PER_TILE,
+            TILED_UNITS_PER_BLOCK,
+            tiles,
+        )
     }
 
     /// Index (in words from the aligned base) of the word `block` publishes for
@@ -152,7 +167,9 @@ pub fn flag(layer: usize, frames: usize, step: usize) -> Result<u32, CoreError> 
         .and_then(|v| v.checked_add(step))
         .and_then(|v| v.checked_add(1))
         .and_then(|v| u32::try_from(v).ok())
-        .ok_or(CoreError::Overflow { what: "exchange flag" })
+        .ok_or(CoreError::Overflow {
+            what: "exchange flag",
+        })
 }
 
 /// One exchange word: `flag` in the high 32 bits, `value`'s bits in the low 32.
@@ -177,11 +194,19 @@ mod tests {
                             for u in 0..layout.units_per_block {
                                 let i = layout.word_index(d, tile, slot, block, w, u);
                                 assert!(seen.insert(i), "word {i} used twice");
-                                assert!(i >= slot_start && i < slot_start + layout.slot_stride - EXCHANGE_LINE_WORDS);
+                                assert!(
+                                    i >= slot_start
+                                        && i < slot_start + layout.slot_stride
+                                            - EXCHANGE_LINE_WORDS
+                                );
                                 assert!(i < layout.words());
                                 let line = i * EXCHANGE_WORD_BYTES / EXCHANGE_LINE_BYTES;
                                 let who = (d, tile, slot, block);
-                                assert_eq!(*owner.entry(line).or_insert(who), who, "line {line} shared");
+                                assert_eq!(
+                                    *owner.entry(line).or_insert(who),
+                                    who,
+                                    "line {line} shared"
+                                );
                             }
                         }
                     }
@@ -216,7 +241,10 @@ mod tests {
         let l = ExchangeLayout::wide(8, 2).unwrap();
         assert_eq!(l.block_stride, 64); // 8 windows x 8 units = 64 words = 4 lines
         assert_eq!(l.slot_stride, 16 * 64 + 16);
-        assert_eq!(l.word_index(Direction::Reverse, 0, 0, 0, 0, 0), l.direction_stride);
+        assert_eq!(
+            l.word_index(Direction::Reverse, 0, 0, 0, 0, 0),
+            l.direction_stride
+        );
     }
 
     #[test]

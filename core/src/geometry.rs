@@ -132,7 +132,10 @@ mod tests {
         assert_eq!(WIDE_UNITS_PER_BLOCK * WIDE_BLOCKS_PER_TILE, HIDDEN);
         assert_eq!(TILED_UNITS_PER_BLOCK * TILED_BLOCKS_PER_TILE, HIDDEN);
         assert_eq!(DOT_CHAINS * DOT_CHAIN_TERMS, HIDDEN);
-        assert_eq!(EXCHANGE_LINE_WORDS * EXCHANGE_WORD_BYTES, EXCHANGE_LINE_BYTES);
+        assert_eq!(
+            EXCHANGE_LINE_WORDS * EXCHANGE_WORD_BYTES,
+            EXCHANGE_LINE_BYTES
+        );
         assert_eq!(RESIDENT_R_SHARED_BYTES, 128 * 1024);
         assert!(WIDE_TILE_HEIGHTS.iter().all(|&h| h <= WIDE_MAX_TILE_HEIGHT));
     }
@@ -144,7 +147,10 @@ mod tests {
         assert_eq!(d.len(), 30);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
-            assert!(d.iter().skip(i + 1).all(|(other, _)| other != name), "{name} twice");
+            assert!(
+                d.iter().skip(i + 1).all(|(other, _)| other != name),
+                "{name} twice"
+            );
         }
         assert!(d.contains(&("BILSTM_HIDDEN", 128)));
     }

@@ -17,7 +17,9 @@ pub fn workspace_len(shape: &StackShape, batch: usize) -> Result<usize, CoreErro
     let layer = shape.output_len(batch)?;
     checked_mul(layer, 2, "reference workspace")?
         .checked_add(shape.gate_rows() + 2 * shape.hidden)
-        .ok_or(CoreError::Overflow { what: "reference workspace" })
+        .ok_or(CoreError::Overflow {
+            what: "reference workspace",
+        })
 }
 
 fn sigmoid(x: f64) -> f64 {
@@ -42,7 +44,11 @@ pub fn forward_f64(
     shape.check_io(batch, input.len(), output.len())?;
     let need = workspace_len(&shape, batch)?;
     if workspace.len() != need {
-        return Err(CoreError::Shape { what: "reference workspace length", expected: need, got: workspace.len() });
+        return Err(CoreError::Shape {
+            what: "reference workspace length",
+            expected: need,
+            got: workspace.len(),
+        });
     }
     let h = shape.hidden;
     let rows = shape.gate_rows();
@@ -58,8 +64,11 @@ pub fn forward_f64(
     for (layer, lw) in weights.layers().iter().enumerate() {
         let width = shape.layer_input_width(layer);
         // Layer input: the f32 stack input for layer 0, else the previous layer's output.
-        let (src, dst): (&[f64], &mut [f64]) =
-            if layer % 2 == 1 { (&*buf_a, &mut *buf_b) } else { (&*buf_b, &mut *buf_a) };
+        let (src, dst): (&[f64], &mut [f64]) = if !layer.is_multiple_of(2) {
+            (&*buf_a, &mut *buf_b)
+        } else {
+            (&*buf_b, &mut *buf_a)
+        };
         for direction in Direction::ALL {
             let d = lw.direction(direction);
             for w in 0..batch {
@@ -72,7 +81,11 @@ pub fn forward_f64(
                         let wr = &d.input[r * width..(r + 1) * width];
                         let mut x_dot = 0.0f64;
                         for k in 0..width {
-                            let x = if layer == 0 { f64::from(input[row_in + k]) } else { src[row_in + k] };
+                            let x = if layer == 0 {
+                                f64::from(input[row_in + k])
+                            } else {
+                                src[row_in + k]
+                            };
                             x_dot += f64::from(wr[k]) * x;
                         }
                         let rr = &d.recurrent[r * h..(r + 1) * h];
@@ -80,7 +93,9 @@ pub fn forward_f64(
                         for k in 0..h {
                             h_dot += f64::from(rr[k]) * hs[k];
                         }
-                        *a = x_dot + h_dot + (f64::from(d.input_bias[r]) + f64::from(d.recurrent_bias[r]));
+                        *a = x_dot
+                            + h_dot
+                            + (f64::from(d.input_bias[r]) + f64::from(d.recurrent_bias[r]));
                     }
                     let out_row = (w * frames + t) * out_w + direction.index() * h;
                     for u in 0..h {
@@ -96,7 +111,11 @@ pub fn forward_f64(
             }
         }
     }
-    let last: &[f64] = if shape.layers % 2 == 0 { buf_b } else { buf_a };
+    let last: &[f64] = if shape.layers.is_multiple_of(2) {
+        buf_b
+    } else {
+        buf_a
+    };
     output.copy_from_slice(last);
     Ok(())
 }
@@ -114,7 +133,11 @@ pub fn relative_l2(got: &[f32], want: &[f64]) -> f64 {
     if got.len() != want.len() {
         return f64::NAN;
     }
-    if den == 0.0 { libm::sqrt(num) } else { libm::sqrt(num / den) }
+    if den == 0.0 {
+        libm::sqrt(num)
+    } else {
+        libm::sqrt(num / den)
+    }
 }
 
 #[cfg(test)]
@@ -126,7 +149,12 @@ mod tests {
     /// other unit's h stays 0 and unit 0 is a scalar LSTM we can follow on paper.
     #[test]
     fn one_unit_by_hand() {
-        let shape = StackShape { features: 1, hidden: 128, layers: 1, frames: 2 };
+        let shape = StackShape {
+            features: 1,
+            hidden: 128,
+            layers: 1,
+            frames: 2,
+        };
         let mut w = vec![0.0f32; 512];
         let mut r = vec![0.0f32; 512 * 128];
         let mut wb = vec![0.0f32; 512];
@@ -139,8 +167,16 @@ mod tests {
         r[0] = 0.125; // i from h[0]
         r[256 * 128] = -0.1875; // g from h[0]
         wb[384] = 0.375; // o bias
-        let dir = DirectionWeights { input: &w, recurrent: &r, input_bias: &wb, recurrent_bias: &rb };
-        let layer = LayerWeights { forward: dir, reverse: dir };
+        let dir = DirectionWeights {
+            input: &w,
+            recurrent: &r,
+            input_bias: &wb,
+            recurrent_bias: &rb,
+        };
+        let layer = LayerWeights {
+            forward: dir,
+            reverse: dir,
+        };
         let st = StackWeights::from_layers(&shape, GateOrder::Torch, &[layer]).unwrap();
         let x = [2.0f32, -1.0];
         let mut ws = vec![0.0; workspace_len(&shape, 1).unwrap()];
@@ -165,24 +201,53 @@ mod tests {
         assert!(close(out[256], h1));
         assert!(close(out[128], r0), "reverse at t=0 sees t=1 first");
         assert!(close(out[256 + 128], r1));
-        assert!(out.iter().enumerate().all(|(i, &v)| i % 128 == 0 || v == 0.0));
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, &v)| i % 128 == 0 || v == 0.0)
+        );
     }
 
     #[test]
     fn bad_lengths_are_errors() {
-        let shape = StackShape { features: 1, hidden: 128, layers: 1, frames: 2 };
+        let shape = StackShape {
+            features: 1,
+            hidden: 128,
+            layers: 1,
+            frames: 2,
+        };
         let z = vec![0.0f32; 512 * 128];
-        let dir = DirectionWeights { input: &z[..512], recurrent: &z, input_bias: &z[..512], recurrent_bias: &z[..512] };
-        let st = StackWeights::from_layers(&shape, GateOrder::Torch, &[LayerWeights { forward: dir, reverse: dir }]).unwrap();
+        let dir = DirectionWeights {
+            input: &z[..512],
+            recurrent: &z,
+            input_bias: &z[..512],
+            recurrent_bias: &z[..512],
+        };
+        let st = StackWeights::from_layers(
+            &shape,
+            GateOrder::Torch,
+            &[LayerWeights {
+                forward: dir,
+                reverse: dir,
+            }],
+        )
+        .unwrap();
         let mut ws = vec![0.0; workspace_len(&shape, 1).unwrap()];
         let mut out = vec![0.0; 512];
         assert_eq!(
             forward_f64(&st, &[0.0; 3], 1, &mut ws, &mut out),
-            Err(CoreError::Shape { what: "input length", expected: 2, got: 3 })
+            Err(CoreError::Shape {
+                what: "input length",
+                expected: 2,
+                got: 3
+            })
         );
         assert!(matches!(
             forward_f64(&st, &[0.0; 2], 1, &mut ws[1..], &mut out),
-            Err(CoreError::Shape { what: "reference workspace length", .. })
+            Err(CoreError::Shape {
+                what: "reference workspace length",
+                ..
+            })
         ));
     }
 

@@ -28,7 +28,12 @@ pub struct StackShape {
 impl StackShape {
     /// pyannote segmentation-3.0's stack: 60 features, 128 hidden, 4 layers, 589 frames.
     pub const fn pyannote() -> Self {
-        StackShape { features: 60, hidden: geometry::HIDDEN, layers: 4, frames: 589 }
+        StackShape {
+            features: 60,
+            hidden: geometry::HIDDEN,
+            layers: 4,
+            frames: 589,
+        }
     }
 
     /// The same stack with another frame count.
@@ -86,7 +91,11 @@ impl StackShape {
 
     /// Input width of `layer`: `features` for layer 0, `2 * hidden` after.
     pub const fn layer_input_width(&self, layer: usize) -> usize {
-        if layer == 0 { self.features } else { self.output_width() }
+        if layer == 0 {
+            self.features
+        } else {
+            self.output_width()
+        }
     }
 
     /// Values in a stack input of `batch` windows: `batch * frames * features`.
@@ -94,7 +103,11 @@ impl StackShape {
     /// # Errors
     /// [`CoreError::Overflow`] when the product does not fit `usize`.
     pub fn input_len(&self, batch: usize) -> Result<usize, CoreError> {
-        checked_mul(checked_mul(batch, self.frames, "input length")?, self.features, "input length")
+        checked_mul(
+            checked_mul(batch, self.frames, "input length")?,
+            self.features,
+            "input length",
+        )
     }
 
     /// Values in a stack output of `batch` windows: `batch * frames * 2 * hidden`.
@@ -116,11 +129,19 @@ impl StackShape {
     pub fn check_io(&self, batch: usize, input: usize, output: usize) -> Result<(), CoreError> {
         let want_in = self.input_len(batch)?;
         if input != want_in {
-            return Err(CoreError::Shape { what: "input length", expected: want_in, got: input });
+            return Err(CoreError::Shape {
+                what: "input length",
+                expected: want_in,
+                got: input,
+            });
         }
         let want_out = self.output_len(batch)?;
         if output != want_out {
-            return Err(CoreError::Shape { what: "output length", expected: want_out, got: output });
+            return Err(CoreError::Shape {
+                what: "output length",
+                expected: want_out,
+                got: output,
+            });
         }
         Ok(())
     }
@@ -225,7 +246,10 @@ mod tests {
 
     #[test]
     fn refuses_other_hidden_sizes_and_bad_dims() {
-        let s = StackShape { hidden: 64, ..StackShape::pyannote() };
+        let s = StackShape {
+            hidden: 64,
+            ..StackShape::pyannote()
+        };
         assert_eq!(
             s.validate(),
             Err(CoreError::Unsupported {
@@ -234,9 +258,30 @@ mod tests {
                 reason: "only 128 units per direction are built"
             })
         );
-        assert!(StackShape { layers: 0, ..StackShape::pyannote() }.validate().is_err());
-        assert!(StackShape { layers: 9, ..StackShape::pyannote() }.validate().is_err());
-        assert!(StackShape { features: 0, ..StackShape::pyannote() }.validate().is_err());
+        assert!(
+            StackShape {
+                layers: 0,
+                ..StackShape::pyannote()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            StackShape {
+                layers: 9,
+                ..StackShape::pyannote()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            StackShape {
+                features: 0,
+                ..StackShape::pyannote()
+            }
+            .validate()
+            .is_err()
+        );
         assert!(StackShape::pyannote().with_frames(0).validate().is_err());
     }
 
@@ -246,13 +291,24 @@ mod tests {
         assert_eq!(s.check_io(2, 360, 1536), Ok(()));
         assert_eq!(
             s.check_io(2, 359, 1536),
-            Err(CoreError::Shape { what: "input length", expected: 360, got: 359 })
+            Err(CoreError::Shape {
+                what: "input length",
+                expected: 360,
+                got: 359
+            })
         );
         assert_eq!(
             s.check_io(2, 360, 1),
-            Err(CoreError::Shape { what: "output length", expected: 1536, got: 1 })
+            Err(CoreError::Shape {
+                what: "output length",
+                expected: 1536,
+                got: 1
+            })
         );
-        assert!(matches!(s.input_len(usize::MAX), Err(CoreError::Overflow { .. })));
+        assert!(matches!(
+            s.input_len(usize::MAX),
+            Err(CoreError::Overflow { .. })
+        ));
     }
 
     #[test]

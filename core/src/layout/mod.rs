@@ -181,7 +181,12 @@ impl<'a> StackWeights<'a> {
             let split = layer.split(shape, index)?;
             push(&mut out, split, layers.len())?;
         }
-        Ok(StackWeights { shape: *shape, order: GateOrder::Onnx, layers: out, onnx: true })
+        Ok(StackWeights {
+            shape: *shape,
+            order: GateOrder::Onnx,
+            layers: out,
+            onnx: true,
+        })
     }
 
     /// Views PyTorch `nn.LSTM` tensors (one [`TorchLayer`] per layer) as a stack of `shape`.
@@ -195,7 +200,12 @@ impl<'a> StackWeights<'a> {
             push(&mut out, layer.as_layer(), layers.len())?;
         }
         check_lengths(shape, &out)?;
-        Ok(StackWeights { shape: *shape, order: GateOrder::Torch, layers: out, onnx: false })
+        Ok(StackWeights {
+            shape: *shape,
+            order: GateOrder::Torch,
+            layers: out,
+            onnx: false,
+        })
     }
 
     /// Views per-direction tensors already in a known gate order (the built-in model, tests).
@@ -215,7 +225,12 @@ impl<'a> StackWeights<'a> {
             push(&mut out, *layer, layers.len())?;
         }
         check_lengths(shape, &out)?;
-        Ok(StackWeights { shape: *shape, order, layers: out, onnx: false })
+        Ok(StackWeights {
+            shape: *shape,
+            order,
+            layers: out,
+            onnx: false,
+        })
     }
 
     /// The shape the weights were checked against.
@@ -241,13 +256,21 @@ impl<'a> StackWeights<'a> {
     /// infinite value (for ONNX tensors, its index in the whole `[2, ...]` tensor).
     pub fn validate(&self, shape: &StackShape) -> Result<(), CoreError> {
         let dims = [
-            ("weights' feature count", shape.features, self.shape.features),
+            (
+                "weights' feature count",
+                shape.features,
+                self.shape.features,
+            ),
             ("weights' hidden size", shape.hidden, self.shape.hidden),
             ("weights' layer count", shape.layers, self.shape.layers),
         ];
         for (what, expected, got) in dims {
             if expected != got {
-                return Err(CoreError::Shape { what, expected, got });
+                return Err(CoreError::Shape {
+                    what,
+                    expected,
+                    got,
+                });
             }
         }
         for (layer, weights) in self.layers.iter().enumerate() {
@@ -260,7 +283,8 @@ impl<'a> StackWeights<'a> {
                     (d.recurrent_bias, Tensor::BiasHh),
                 ];
                 for (values, torch_name) in tensors {
-                    let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite())
+                    let Some((index, &value)) =
+                        values.iter().enumerate().find(|(_, v)| !v.is_finite())
                     else {
                         continue;
                     };
@@ -269,7 +293,13 @@ impl<'a> StackWeights<'a> {
                     } else {
                         (torch_name, index)
                     };
-                    return Err(CoreError::NonFiniteWeight { layer, direction, tensor, index, value });
+                    return Err(CoreError::NonFiniteWeight {
+                        layer,
+                        direction,
+                        tensor,
+                        index,
+                        value,
+                    });
                 }
             }
         }
@@ -282,7 +312,10 @@ fn push<'a>(
     layer: LayerWeights<'a>,
     count: usize,
 ) -> Result<(), CoreError> {
-    out.push(layer).map_err(|_| CoreError::LayerCount { expected: MAX_LAYERS, got: count })
+    out.push(layer).map_err(|_| CoreError::LayerCount {
+        expected: MAX_LAYERS,
+        got: count,
+    })
 }
 
 /// Checks every per-direction tensor's length against `shape` (PyTorch names in errors).
@@ -300,7 +333,13 @@ fn check_lengths(shape: &StackShape, layers: &[LayerWeights<'_>]) -> Result<(), 
             ];
             for (got, expected, tensor) in checks {
                 if got != expected {
-                    return Err(CoreError::Weights { layer, direction, tensor, expected, got });
+                    return Err(CoreError::Weights {
+                        layer,
+                        direction,
+                        tensor,
+                        expected,
+                        got,
+                    });
                 }
             }
         }
@@ -311,7 +350,10 @@ fn check_lengths(shape: &StackShape, layers: &[LayerWeights<'_>]) -> Result<(), 
 fn check_layer_count(shape: &StackShape, n: usize) -> Result<(), CoreError> {
     shape.validate()?;
     if n != shape.layers {
-        return Err(CoreError::LayerCount { expected: shape.layers, got: n });
+        return Err(CoreError::LayerCount {
+            expected: shape.layers,
+            got: n,
+        });
     }
     Ok(())
 }

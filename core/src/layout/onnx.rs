@@ -20,7 +20,11 @@ pub struct OnnxLayer<'a> {
 
 impl<'a> OnnxLayer<'a> {
     /// Splits the node's tensors into the two directions after checking their lengths.
-    pub(super) fn split(&self, shape: &StackShape, layer: usize) -> Result<LayerWeights<'a>, CoreError> {
+    pub(super) fn split(
+        &self,
+        shape: &StackShape,
+        layer: usize,
+    ) -> Result<LayerWeights<'a>, CoreError> {
         let rows = shape.gate_rows();
         let width = shape.layer_input_width(layer);
         let checks = [
@@ -45,8 +49,18 @@ impl<'a> OnnxLayer<'a> {
         let (wb0, rb0) = b0.split_at(rows);
         let (wb1, rb1) = b1.split_at(rows);
         Ok(LayerWeights {
-            forward: DirectionWeights { input: w0, recurrent: r0, input_bias: wb0, recurrent_bias: rb0 },
-            reverse: DirectionWeights { input: w1, recurrent: r1, input_bias: wb1, recurrent_bias: rb1 },
+            forward: DirectionWeights {
+                input: w0,
+                recurrent: r0,
+                input_bias: wb0,
+                recurrent_bias: rb0,
+            },
+            reverse: DirectionWeights {
+                input: w1,
+                recurrent: r1,
+                input_bias: wb1,
+                recurrent_bias: rb1,
+            },
         })
     }
 }
@@ -64,7 +78,10 @@ pub(super) fn whole_tensor_index(
         Tensor::WeightIh => (Tensor::W, d * per_direction_len + index),
         Tensor::WeightHh => (Tensor::R, d * per_direction_len + index),
         Tensor::BiasIh => (Tensor::B, d * 2 * per_direction_len + index),
-        _ => (Tensor::B, d * 2 * per_direction_len + per_direction_len + index),
+        _ => (
+            Tensor::B,
+            d * 2 * per_direction_len + per_direction_len + index,
+        ),
     }
 }
 
@@ -75,7 +92,12 @@ mod tests {
     use crate::{CoreError, OnnxLayer};
 
     fn shape1() -> StackShape {
-        StackShape { features: 3, hidden: 128, layers: 1, frames: 2 }
+        StackShape {
+            features: 3,
+            hidden: 128,
+            layers: 1,
+            frames: 2,
+        }
     }
 
     #[test]
@@ -84,7 +106,15 @@ mod tests {
         let w: Vec<f32> = (0..2 * 512 * 3).map(|i| i as f32).collect();
         let r: Vec<f32> = (0..2 * 512 * 128).map(|i| i as f32).collect();
         let b: Vec<f32> = (0..4 * 512).map(|i| i as f32).collect();
-        let st = StackWeights::from_onnx(&s, &[OnnxLayer { w: &w, r: &r, b: &b }]).unwrap();
+        let st = StackWeights::from_onnx(
+            &s,
+            &[OnnxLayer {
+                w: &w,
+                r: &r,
+                b: &b,
+            }],
+        )
+        .unwrap();
         let l = &st.layers()[0];
         assert_eq!(l.forward.input[0], 0.0);
         assert_eq!(l.reverse.input[0], (512 * 3) as f32);
@@ -101,7 +131,15 @@ mod tests {
         let w = vec![0.0; 2 * 512 * 3];
         let r = vec![0.0; 2 * 512 * 128];
         let b = vec![0.0; 4 * 512 - 1];
-        let err = StackWeights::from_onnx(&s, &[OnnxLayer { w: &w, r: &r, b: &b }]).unwrap_err();
+        let err = StackWeights::from_onnx(
+            &s,
+            &[OnnxLayer {
+                w: &w,
+                r: &r,
+                b: &b,
+            }],
+        )
+        .unwrap_err();
         assert_eq!(
             err,
             CoreError::Weights {
@@ -112,7 +150,10 @@ mod tests {
                 got: 2047
             }
         );
-        assert_eq!(err.to_string(), "layer 0 forward B: expected 2048 values, got 2047");
+        assert_eq!(
+            err.to_string(),
+            "layer 0 forward B: expected 2048 values, got 2047"
+        );
     }
 
     #[test]
@@ -122,9 +163,23 @@ mod tests {
         let r = vec![0.0; 2 * 512 * 128];
         let mut b = vec![0.0; 4 * 512];
         b[1024 + 512 + 7] = f32::NAN; // reverse direction, recurrent bias 7
-        let st = StackWeights::from_onnx(&s, &[OnnxLayer { w: &w, r: &r, b: &b }]).unwrap();
+        let st = StackWeights::from_onnx(
+            &s,
+            &[OnnxLayer {
+                w: &w,
+                r: &r,
+                b: &b,
+            }],
+        )
+        .unwrap();
         match st.validate(&s) {
-            Err(CoreError::NonFiniteWeight { layer: 0, direction: Direction::Reverse, tensor: Tensor::B, index, value }) => {
+            Err(CoreError::NonFiniteWeight {
+                layer: 0,
+                direction: Direction::Reverse,
+                tensor: Tensor::B,
+                index,
+                value,
+            }) => {
                 assert_eq!(index, 1024 + 512 + 7);
                 assert!(value.is_nan());
             }

@@ -11,7 +11,15 @@ pub const fn padded_in(width: usize) -> usize {
 }
 
 fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), CoreError> {
-    if expected == got { Ok(()) } else { Err(CoreError::Shape { what, expected, got }) }
+    if expected == got {
+        Ok(())
+    } else {
+        Err(CoreError::Shape {
+            what,
+            expected,
+            got,
+        })
+    }
 }
 
 /// Packs input weights `[4H, width]` (source `order`) into K-major `[padded_in, 4H]`:
@@ -27,11 +35,23 @@ pub fn pack_input_kmajor_into(
     out: &mut [f32],
 ) -> Result<(), CoreError> {
     let rows = GATES * hidden;
-    check_len("input weights length", checked_mul(rows, width, "input weights")?, input.len())?;
-    check_len("packed K-major input weights length", checked_mul(padded_in(width), rows, "packed input")?, out.len())?;
+    check_len(
+        "input weights length",
+        checked_mul(rows, width, "input weights")?,
+        input.len(),
+    )?;
+    check_len(
+        "packed K-major input weights length",
+        checked_mul(padded_in(width), rows, "packed input")?,
+        out.len(),
+    )?;
     for (k, out_row) in out.chunks_exact_mut(rows).enumerate() {
         for (p, slot) in out_row.iter_mut().enumerate() {
-            *slot = if k < width { input[order.source_row_of_packed(p, hidden) * width + k] } else { 0.0 };
+            *slot = if k < width {
+                input[order.source_row_of_packed(p, hidden) * width + k]
+            } else {
+                0.0
+            };
         }
     }
     Ok(())
@@ -51,12 +71,24 @@ pub fn pack_input_tf32_into(
 ) -> Result<(), CoreError> {
     let rows = GATES * hidden;
     let padded = padded_in(width);
-    check_len("input weights length", checked_mul(rows, width, "input weights")?, input.len())?;
-    check_len("packed TF32 input weights length", checked_mul(rows, padded, "packed input")?, out.len())?;
+    check_len(
+        "input weights length",
+        checked_mul(rows, width, "input weights")?,
+        input.len(),
+    )?;
+    check_len(
+        "packed TF32 input weights length",
+        checked_mul(rows, padded, "packed input")?,
+        out.len(),
+    )?;
     for (p, out_row) in out.chunks_exact_mut(padded).enumerate() {
         let src = order.source_row_of_packed(p, hidden) * width;
         for (k, slot) in out_row.iter_mut().enumerate() {
-            *slot = if k < width { round_to_tf32(input[src + k]) } else { 0.0 };
+            *slot = if k < width {
+                round_to_tf32(input[src + k])
+            } else {
+                0.0
+            };
         }
     }
     Ok(())
@@ -96,12 +128,24 @@ pub fn pack_recurrent_kmajor_into(
     out: &mut [f32],
 ) -> Result<(), CoreError> {
     pack_input_kmajor_into(recurrent, hidden, hidden, order, out).map_err(|e| match e {
-        CoreError::Shape { what: "input weights length", expected, got } => {
-            CoreError::Shape { what: "recurrent weights length", expected, got }
-        }
-        CoreError::Shape { what: "packed K-major input weights length", expected, got } => {
-            CoreError::Shape { what: "packed K-major recurrent weights length", expected, got }
-        }
+        CoreError::Shape {
+            what: "input weights length",
+            expected,
+            got,
+        } => CoreError::Shape {
+            what: "recurrent weights length",
+            expected,
+            got,
+        },
+        CoreError::Shape {
+            what: "packed K-major input weights length",
+            expected,
+            got,
+        } => CoreError::Shape {
+            what: "packed K-major recurrent weights length",
+            expected,
+            got,
+        },
         other => other,
     })
 }
@@ -170,7 +214,9 @@ impl StackPacking {
         let mut take = |n: usize| -> Result<usize, CoreError> {
             let at = cursor;
             let n = n.div_ceil(TENSOR_ALIGN_FLOATS) * TENSOR_ALIGN_FLOATS;
-            cursor = cursor.checked_add(n).ok_or(CoreError::Overflow { what: "packed stack length" })?;
+            cursor = cursor.checked_add(n).ok_or(CoreError::Overflow {
+                what: "packed stack length",
+            })?;
             Ok(at)
         };
         let mut offsets = heapless::Vec::new();
@@ -189,11 +235,16 @@ impl StackPacking {
                     padded_width: padded,
                 };
             }
-            offsets
-                .push(pair)
-                .map_err(|_| CoreError::LayerCount { expected: MAX_LAYERS, got: shape.layers })?;
+            offsets.push(pair).map_err(|_| CoreError::LayerCount {
+                expected: MAX_LAYERS,
+                got: shape.layers,
+            })?;
         }
-        Ok(StackPacking { shape: *shape, offsets, len: cursor })
+        Ok(StackPacking {
+            shape: *shape,
+            offsets,
+            len: cursor,
+        })
     }
 
     /// The shape this layout is for.
@@ -229,18 +280,44 @@ impl StackPacking {
         let rows = self.shape.gate_rows();
         for (layer, pair) in self.offsets.iter().enumerate() {
             let Some(lw) = weights.layers().get(layer) else {
-                return Err(CoreError::LayerCount { expected: self.shape.layers, got: weights.layers().len() });
+                return Err(CoreError::LayerCount {
+                    expected: self.shape.layers,
+                    got: weights.layers().len(),
+                });
             };
             for direction in Direction::ALL {
                 let o = pair[direction.index()];
                 let d: &DirectionWeights<'_> = lw.direction(direction);
                 let order = weights.order();
                 let span = |at: usize, n: usize| at..at + n;
-                pack_input_kmajor_into(d.input, o.width, h, order, &mut out[span(o.input_kmajor, o.padded_width * rows)])?;
-                pack_input_tf32_into(d.input, o.width, h, order, &mut out[span(o.input_tf32, o.padded_width * rows)])?;
+                pack_input_kmajor_into(
+                    d.input,
+                    o.width,
+                    h,
+                    order,
+                    &mut out[span(o.input_kmajor, o.padded_width * rows)],
+                )?;
+                pack_input_tf32_into(
+                    d.input,
+                    o.width,
+                    h,
+                    order,
+                    &mut out[span(o.input_tf32, o.padded_width * rows)],
+                )?;
                 pack_recurrent_into(d.recurrent, h, order, &mut out[span(o.recurrent, rows * h)])?;
-                pack_recurrent_kmajor_into(d.recurrent, h, order, &mut out[span(o.recurrent_kmajor, rows * h)])?;
-                pack_bias_into(d.input_bias, d.recurrent_bias, h, order, &mut out[span(o.bias, rows)])?;
+                pack_recurrent_kmajor_into(
+                    d.recurrent,
+                    h,
+                    order,
+                    &mut out[span(o.recurrent_kmajor, rows * h)],
+                )?;
+                pack_bias_into(
+                    d.input_bias,
+                    d.recurrent_bias,
+                    h,
+                    order,
+                    &mut out[span(o.bias, rows)],
+                )?;
             }
         }
         Ok(())
@@ -292,7 +369,7 @@ mod tests {
         assert_eq!(onnx[7 * 512 + col(5, Gate::Output)], code(1, 5, 7));
         assert_eq!(torch[59 * 512 + col(127, Gate::Forget)], code(1, 127, 59));
         assert_eq!(torch[59 * 512 + col(127, Gate::Cell)], code(2, 127, 59));
-        assert_eq!(torch[0 * 512 + col(0, Gate::Output)], code(3, 0, 0));
+        assert_eq!(torch[col(0, Gate::Output)], code(3, 0, 0));
         // Padding rows 60..64 are zero.
         assert!(onnx[60 * 512..].iter().all(|&v| v == 0.0));
     }
@@ -306,7 +383,10 @@ mod tests {
         pack_input_tf32_into(&w, 60, 128, GateOrder::Onnx, &mut out).unwrap();
         assert_eq!(out[0], 1.0);
         assert_eq!(out[(3 * 4 + 1) * 64 + 1].to_bits(), 0x3f80_4000);
-        assert_eq!(out[(9 * 4 + 3) * 64 + 2], crate::layout::round_to_tf32(code(1, 9, 2)));
+        assert_eq!(
+            out[(9 * 4 + 3) * 64 + 2],
+            crate::layout::round_to_tf32(code(1, 9, 2))
+        );
         assert_eq!(&out[63..64], &[0.0]);
     }
 
@@ -325,7 +405,11 @@ mod tests {
         assert_eq!(rows[(10 * 4 + 3) * 128 + 99], code(3, 10, 99));
         assert_eq!(
             pack_recurrent_kmajor_into(&r[1..], 128, GateOrder::Torch, &mut kmaj),
-            Err(CoreError::Shape { what: "recurrent weights length", expected: 65536, got: 65535 })
+            Err(CoreError::Shape {
+                what: "recurrent weights length",
+                expected: 65536,
+                got: 65535
+            })
         );
     }
 
@@ -339,7 +423,11 @@ mod tests {
         assert_eq!(out[2 * 4 + 1], 258.0 * 1.5);
         assert_eq!(
             pack_bias_into(&wb, &rb, 128, GateOrder::Onnx, &mut out[1..]),
-            Err(CoreError::Shape { what: "packed bias length", expected: 512, got: 511 })
+            Err(CoreError::Shape {
+                what: "packed bias length",
+                expected: 512,
+                got: 511
+            })
         );
     }
 
@@ -373,17 +461,32 @@ mod tests {
         assert_eq!(p.offsets(4, Direction::Forward), None);
 
         // ONNX and PyTorch views of the same logical weights pack to identical buffers.
-        let small = StackShape { features: 5, hidden: 128, layers: 2, frames: 1 };
+        let small = StackShape {
+            features: 5,
+            hidden: 128,
+            layers: 2,
+            frames: 1,
+        };
         let onnx_w: Vec<Vec<f32>> = (0..2)
             .map(|l| {
                 let width = small.layer_input_width(l);
-                (0..2 * 512 * width).map(|i| ((i * 7 + l) % 101) as f32 * 0.01).collect()
+                (0..2 * 512 * width)
+                    .map(|i| ((i * 7 + l) % 101) as f32 * 0.01)
+                    .collect()
             })
             .collect();
-        let onnx_r: Vec<f32> = (0..2 * 512 * 128).map(|i| ((i * 13) % 97) as f32 * 0.01).collect();
+        let onnx_r: Vec<f32> = (0..2 * 512 * 128)
+            .map(|i| ((i * 13) % 97) as f32 * 0.01)
+            .collect();
         let onnx_b: Vec<f32> = (0..4 * 512).map(|i| ((i * 3) % 89) as f32 * 0.01).collect();
-        let onnx_layers: Vec<OnnxLayer> =
-            onnx_w.iter().map(|w| OnnxLayer { w, r: &onnx_r, b: &onnx_b }).collect();
+        let onnx_layers: Vec<OnnxLayer> = onnx_w
+            .iter()
+            .map(|w| OnnxLayer {
+                w,
+                r: &onnx_r,
+                b: &onnx_b,
+            })
+            .collect();
         let from_onnx = StackWeights::from_onnx(&small, &onnx_layers).unwrap();
         // Re-order ONNX blocks i,o,f,c into PyTorch i,f,g,o.
         let reorder = |t: &[f32], width: usize| -> Vec<f32> {

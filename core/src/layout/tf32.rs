@@ -37,10 +37,19 @@ mod tests {
         let tie_up = f32::from_bits(0x3f80_3000);
         assert_eq!(round_to_tf32(tie_up).to_bits(), 0x3f80_4000);
         // Just above the tie rounds up, just below rounds down.
-        assert_eq!(round_to_tf32(f32::from_bits(0x3f80_1001)).to_bits(), 0x3f80_2000);
-        assert_eq!(round_to_tf32(f32::from_bits(0x3f80_0fff)).to_bits(), 0x3f80_0000);
+        assert_eq!(
+            round_to_tf32(f32::from_bits(0x3f80_1001)).to_bits(),
+            0x3f80_2000
+        );
+        assert_eq!(
+            round_to_tf32(f32::from_bits(0x3f80_0fff)).to_bits(),
+            0x3f80_0000
+        );
         // Negative values round symmetrically.
-        assert_eq!(round_to_tf32(f32::from_bits(0xbf80_3000)).to_bits(), 0xbf80_4000);
+        assert_eq!(
+            round_to_tf32(f32::from_bits(0xbf80_3000)).to_bits(),
+            0xbf80_4000
+        );
     }
 
     #[test]

@@ -52,17 +52,33 @@ mod tests {
 
     #[test]
     fn wrong_lengths_name_the_torch_tensor_and_direction() {
-        let s = StackShape { features: 4, hidden: 128, layers: 2, frames: 1 };
+        let s = StackShape {
+            features: 4,
+            hidden: 128,
+            layers: 2,
+            frames: 1,
+        };
         let ih0 = vec![0.0; 512 * 4];
         let ih1 = vec![0.0; 512 * 256];
         let hh = vec![0.0; 512 * 128];
         let b = vec![0.0; 512];
         let short = vec![0.0; 512 * 128 - 3];
         let l0 = TorchLayer {
-            weight_ih: &ih0, weight_hh: &hh, bias_ih: &b, bias_hh: &b,
-            weight_ih_reverse: &ih0, weight_hh_reverse: &hh, bias_ih_reverse: &b, bias_hh_reverse: &b,
+            weight_ih: &ih0,
+            weight_hh: &hh,
+            bias_ih: &b,
+            bias_hh: &b,
+            weight_ih_reverse: &ih0,
+            weight_hh_reverse: &hh,
+            bias_ih_reverse: &b,
+            bias_hh_reverse: &b,
         };
-        let l1 = TorchLayer { weight_hh_reverse: &short, weight_ih: &ih1, weight_ih_reverse: &ih1, ..l0 };
+        let l1 = TorchLayer {
+            weight_hh_reverse: &short,
+            weight_ih: &ih1,
+            weight_ih_reverse: &ih1,
+            ..l0
+        };
         let err = StackWeights::from_torch(&s, &[l0, l1]).unwrap_err();
         assert_eq!(
             err,
@@ -75,14 +91,25 @@ mod tests {
             }
         );
         // Layer 0's input width is the feature count: a 256-wide layer-0 matrix is refused.
-        let l0_wide = TorchLayer { weight_ih: &ih1, ..l0 };
+        let l0_wide = TorchLayer {
+            weight_ih: &ih1,
+            ..l0
+        };
         assert!(matches!(
             StackWeights::from_torch(&s, &[l0_wide, l1]),
-            Err(CoreError::Weights { layer: 0, tensor: Tensor::WeightIh, expected: 2048, .. })
+            Err(CoreError::Weights {
+                layer: 0,
+                tensor: Tensor::WeightIh,
+                expected: 2048,
+                ..
+            })
         ));
         assert_eq!(
             StackWeights::from_torch(&s, &[l0]).unwrap_err(),
-            CoreError::LayerCount { expected: 2, got: 1 }
+            CoreError::LayerCount {
+                expected: 2,
+                got: 1
+            }
         );
     }
 }

@@ -1,0 +1,460 @@
+//! The [`Backend`] contract on the CPU: determinism (threads, repeated runs, batch
+//! composition, dirty buffers), gate-order views, math modes, special values, and the exact
+//! error of every bad input.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "helpers of tests: a failed unwrap fails the test"
+)]
+
+use bilstm_core::layout::Tensor;
+use bilstm_core::owned::{OwnedStack, random_input};
+use bilstm_core::{
+    Backend, BackendConfig, BackendError, CoreError, Direction, ErrorKind, GateOrder, MathMode,
+    StackShape, StackWeights,
+};
+use bilstm_cpu::{CpuBackend, CpuError};
+
+fn config(shape: StackShape, max_batch: usize) -> BackendConfig {
+    BackendConfig {
+        shape,
+        max_batch,
+        math: MathMode::Fp32,
+    }
+}
+
+fn prepared(
+    weights: &StackWeights<'_>,
+    shape: StackShape,
+    max_batch: usize,
+    threads: usize,
+) -> CpuBackend {
+    let mut cpu = CpuBackend::with_threads(threads);
+    cpu.prepare(weights, &config(shape, max_batch)).unwrap();
+    cpu
+}
+
+fn run(cpu: &mut CpuBackend, input: &[f32], batch: usize) -> Vec<f32> {
+    let shape = cpu.config().unwrap().shape;
+    let mut out = vec![0.0f32; shape.output_len(batch).unwrap()];
+    cpu.forward(input, batch, &mut out).unwrap();
+    out
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn same_bits_for_one_or_two_threads_and_every_run() {
+    let model = OwnedStack::builtin();
+    let shape = model.shape;
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 2, 11);
+    let mut one = prepared(&w, shape, 2, 1);
+    let mut two = prepared(&w, shape, 2, 2);
+    assert_eq!((one.threads(), two.threads()), (1, 2));
+    let want = bits(&run(&mut one, &input, 2));
+    assert_eq!(
+        bits(&run(&mut two, &input, 2)),
+        want,
+        "2 threads differ from 1"
+    );
+    assert_eq!(bits(&run(&mut two, &input, 2)), want, "second run differs");
+    assert_eq!(
+        bits(&run(&mut one, &input, 2)),
+        want,
+        "second single-thread run differs"
+    );
+    assert!(want.iter().all(|&b| f32::from_bits(b).abs() < 1.0));
+}
+
+#[test]
+fn a_window_gives_the_same_bits_in_every_batch() {
+    let shape = StackShape::pyannote().with_frames(40);
+    let model = OwnedStack::random(&shape, 21, 0.3);
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 5, 12);
+    let mut cpu = prepared(&w, shape, 5, 2);
+    let all = run(&mut cpu, &input, 5);
+    let (in_w, out_w) = (shape.input_len(1).unwrap(), shape.output_len(1).unwrap());
+    for k in 0..5 {
+        let one = run(&mut cpu, &input[k * in_w..(k + 1) * in_w], 1);
+        assert_eq!(
+            bits(&one),
+            bits(&all[k * out_w..(k + 1) * out_w]),
+            "window {k}"
+        );
+    }
+    // Windows 1..4 as a batch of 3.
+    let mid = run(&mut cpu, &input[in_w..4 * in_w], 3);
+    assert_eq!(bits(&mid), bits(&all[out_w..4 * out_w]));
+}
+
+#[test]
+fn onnx_torch_and_packed_views_give_identical_bits() {
+    let shape = StackShape::pyannote().with_frames(30);
+    let torch = OwnedStack::random(&shape, 31, 0.3);
+    let onnx = torch.to_onnx().unwrap();
+    let onnx_order = torch.with_order(GateOrder::Onnx).unwrap();
+    let packed_order = torch.with_order(GateOrder::Packed).unwrap();
+    let input = random_input(&shape, 3, 13);
+    let views = [
+        ("torch", torch.weights().unwrap()),
+        ("onnx", onnx.weights().unwrap()),
+        ("onnx-order layers", onnx_order.weights().unwrap()),
+        ("packed-order layers", packed_order.weights().unwrap()),
+    ];
+    assert_eq!(views[1].1.order(), GateOrder::Onnx);
+    let want = bits(&run(&mut prepared(&views[0].1, shape, 3, 2), &input, 3));
+    for (name, w) in &views[1..] {
+        assert_eq!(
+            bits(&run(&mut prepared(w, shape, 3, 2), &input, 3)),
+            want,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn tf32_runs_fp32_bit_for_bit() {
+    let shape = StackShape::pyannote().with_frames(20);
+    let model = OwnedStack::random(&shape, 41, 0.3);
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 2, 14);
+    let want = bits(&run(&mut prepared(&w, shape, 2, 2), &input, 2));
+    let mut tf32 = CpuBackend::new();
+    let cfg = BackendConfig {
+        shape,
+        max_batch: 2,
+        math: MathMode::Tf32,
+    };
+    tf32.prepare(&w, &cfg).unwrap();
+    assert_eq!(tf32.config(), Some(&cfg));
+    assert_eq!(bits(&run(&mut tf32, &input, 2)), want);
+}
+
+#[test]
+fn dirty_output_and_stale_buffers_do_not_change_the_result() {
+    let shape = StackShape::pyannote().with_frames(25);
+    let model = OwnedStack::random(&shape, 51, 0.3);
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 2, 15);
+    let want = bits(&run(&mut prepared(&w, shape, 4, 2), &input, 2));
+
+    let mut cpu = prepared(&w, shape, 4, 2);
+    // Leave other data in every internal buffer: a bigger batch of other inputs, with NaN.
+    let mut other = random_input(&shape, 4, 99);
+    other[7] = f32::NAN;
+    other[shape.input_len(3).unwrap() + 5] = f32::INFINITY;
+    run(&mut cpu, &other, 4);
+    for garbage in [f32::NAN, f32::INFINITY, -1.0e30, 0.0] {
+        let mut out = vec![garbage; shape.output_len(2).unwrap()];
+        cpu.forward(&input, 2, &mut out).unwrap();
+        assert_eq!(bits(&out), want, "output pre-filled with {garbage}");
+    }
+}
+
+#[test]
+fn nan_and_infinity_inputs_stay_in_their_window() {
+    let shape = StackShape::pyannote().with_frames(17);
+    let model = OwnedStack::random(&shape, 61, 0.3);
+    let w = model.weights().unwrap();
+    let clean = random_input(&shape, 3, 16);
+    let mut cpu = prepared(&w, shape, 3, 2);
+    let want = run(&mut cpu, &clean, 3);
+    let (in_w, out_w) = (shape.input_len(1).unwrap(), shape.output_len(1).unwrap());
+
+    let mut nan = clean.clone();
+    nan[in_w + 5 * 60 + 3] = f32::NAN; // window 1, frame 5, feature 3
+    let got = run(&mut cpu, &nan, 3);
+    assert_eq!(
+        bits(&got[..out_w]),
+        bits(&want[..out_w]),
+        "window 0 touched"
+    );
+    assert_eq!(
+        bits(&got[2 * out_w..]),
+        bits(&want[2 * out_w..]),
+        "window 2 touched"
+    );
+    // After four layers every frame of window 1 has seen the NaN (one way or the other).
+    assert!(got[out_w..2 * out_w].iter().all(|v| v.is_nan()));
+
+    for inf in [f32::INFINITY, f32::NEG_INFINITY] {
+        let mut x = clean.clone();
+        x[2 * in_w + 16 * 60] = inf; // window 2, last frame
+        let got = run(&mut cpu, &x, 3);
+        assert_eq!(
+            bits(&got[..2 * out_w]),
+            bits(&want[..2 * out_w]),
+            "windows 0 and 1 touched"
+        );
+        assert!(
+            got[2 * out_w..]
+                .iter()
+                .all(|v| v.is_nan() || v.abs() <= 1.0)
+        );
+    }
+}
+
+#[test]
+fn batch_zero_writes_nothing() {
+    let shape = StackShape::pyannote().with_frames(5);
+    let model = OwnedStack::random(&shape, 71, 0.3);
+    let mut cpu = prepared(&model.weights().unwrap(), shape, 2, 2);
+    assert_eq!(cpu.forward(&[], 0, &mut []), Ok(()));
+    // A backend prepared for max_batch 0 runs batch 0 and refuses the rest.
+    let mut zero = prepared(&model.weights().unwrap(), shape, 0, 1);
+    assert_eq!(zero.forward(&[], 0, &mut []), Ok(()));
+    let input = random_input(&shape, 1, 1);
+    let mut out = vec![0.0; shape.output_len(1).unwrap()];
+    assert_eq!(
+        zero.forward(&input, 1, &mut out),
+        Err(CpuError::Core(CoreError::BatchTooLarge {
+            batch: 1,
+            max: 0
+        }))
+    );
+}
+
+#[test]
+fn every_bad_forward_gets_its_exact_error() {
+    let shape = StackShape::pyannote().with_frames(3);
+    let model = OwnedStack::random(&shape, 81, 0.3);
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 2, 1);
+    let mut out = vec![0.0f32; shape.output_len(2).unwrap()];
+
+    let mut cpu = CpuBackend::new();
+    let e = cpu.forward(&input, 2, &mut out).unwrap_err();
+    assert_eq!(e, CpuError::Core(CoreError::NotPrepared));
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        cpu.forward(&[], 0, &mut []),
+        Err(CpuError::Core(CoreError::NotPrepared))
+    );
+
+    cpu.prepare(&w, &config(shape, 2)).unwrap();
+    let cases: [(&[f32], usize, usize, CoreError); 6] = [
+        (
+            &input[1..],
+            2,
+            1536,
+            CoreError::Shape {
+                what: "input length",
+                expected: 360,
+                got: 359,
+            },
+        ),
+        (
+            &input,
+            2,
+            1537,
+            CoreError::Shape {
+                what: "output length",
+                expected: 1536,
+                got: 1537,
+            },
+        ),
+        (
+            &input,
+            1,
+            768,
+            CoreError::Shape {
+                what: "input length",
+                expected: 180,
+                got: 360,
+            },
+        ),
+        (
+            &input[..180],
+            1,
+            1536,
+            CoreError::Shape {
+                what: "output length",
+                expected: 768,
+                got: 1536,
+            },
+        ),
+        (
+            &[],
+            0,
+            1,
+            CoreError::Shape {
+                what: "output length",
+                expected: 0,
+                got: 1,
+            },
+        ),
+        // Lengths are checked before the batch limit.
+        (
+            &input,
+            3,
+            2304,
+            CoreError::Shape {
+                what: "input length",
+                expected: 540,
+                got: 360,
+            },
+        ),
+    ];
+    for (x, batch, out_len, want) in cases {
+        let mut out = vec![0.0f32; out_len];
+        let e = cpu.forward(x, batch, &mut out).unwrap_err();
+        assert_eq!(e, CpuError::Core(want.clone()));
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{want}");
+    }
+    let big = random_input(&shape, 3, 1);
+    let mut big_out = vec![0.0f32; shape.output_len(3).unwrap()];
+    let e = cpu.forward(&big, 3, &mut big_out).unwrap_err();
+    assert_eq!(
+        e,
+        CpuError::Core(CoreError::BatchTooLarge { batch: 3, max: 2 })
+    );
+    assert_eq!(e.to_string(), "batch 3 exceeds the prepared maximum 2");
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    // Nothing was written by a refused forward.
+    assert!(big_out.iter().all(|&v| v == 0.0));
+    // And the backend still runs.
+    cpu.forward(&input, 2, &mut out).unwrap();
+}
+
+#[test]
+fn every_bad_prepare_gets_its_exact_error_and_keeps_the_old_preparation() {
+    let shape = StackShape::pyannote().with_frames(4);
+    let model = OwnedStack::random(&shape, 91, 0.3);
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 1, 2);
+    let mut cpu = prepared(&w, shape, 1, 2);
+    let want = bits(&run(&mut cpu, &input, 1));
+    let good = *cpu.config().unwrap();
+
+    // NaN and infinite weights are refused, naming the first one.
+    let mut bad = model.clone();
+    bad.layers[2].direction_mut(Direction::Reverse).weight_hh[77] = f32::NAN;
+    match cpu.prepare(&bad.weights().unwrap(), &config(shape, 1)) {
+        Err(CpuError::Core(CoreError::NonFiniteWeight {
+            layer: 2,
+            direction: Direction::Reverse,
+            tensor: Tensor::WeightHh,
+            index: 77,
+            value,
+        })) => assert!(value.is_nan()),
+        other => panic!("expected NonFiniteWeight, got {other:?}"),
+    }
+    let mut bad = model.clone();
+    bad.layers[0].forward.bias_ih[3] = f32::NEG_INFINITY;
+    let e = cpu
+        .prepare(&bad.weights().unwrap(), &config(shape, 1))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CpuError::Core(CoreError::NonFiniteWeight {
+            layer: 0,
+            direction: Direction::Forward,
+            tensor: Tensor::BiasIh,
+            index: 3,
+            value: f32::NEG_INFINITY,
+        })
+    );
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        e.to_string(),
+        "layer 0 forward bias_ih: value 3 is not finite (-inf)"
+    );
+    // ONNX weights name the ONNX tensor and the index in all of it.
+    let mut onnx = model.to_onnx().unwrap();
+    onnx.layers[1].b[1024 + 9] = f32::INFINITY; // reverse Wb[9]
+    assert!(matches!(
+        cpu.prepare(&onnx.weights().unwrap(), &config(shape, 1)),
+        Err(CpuError::Core(CoreError::NonFiniteWeight {
+            layer: 1,
+            direction: Direction::Reverse,
+            tensor: Tensor::B,
+            index: 1033,
+            ..
+        }))
+    ));
+
+    // Weights of another shape than the config's.
+    let narrow = StackShape {
+        features: 40,
+        ..shape
+    };
+    let other = OwnedStack::random(&narrow, 1, 0.3);
+    assert_eq!(
+        cpu.prepare(&other.weights().unwrap(), &config(shape, 1)),
+        Err(CpuError::Core(CoreError::Shape {
+            what: "weights' feature count",
+            expected: 60,
+            got: 40
+        }))
+    );
+    // Shapes this version cannot run.
+    let e = cpu
+        .prepare(
+            &w,
+            &config(
+                StackShape {
+                    hidden: 64,
+                    ..shape
+                },
+                1,
+            ),
+        )
+        .unwrap_err();
+    assert_eq!(
+        e,
+        CpuError::Core(CoreError::Unsupported {
+            what: "hidden size",
+            value: 64,
+            reason: "only 128 units per direction are built"
+        })
+    );
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(matches!(
+        cpu.prepare(&w, &config(shape.with_frames(0), 1)),
+        Err(CpuError::Core(CoreError::Unsupported {
+            what: "frame count",
+            ..
+        }))
+    ));
+    assert!(matches!(
+        cpu.prepare(&w, &config(shape, usize::MAX)),
+        Err(CpuError::Core(CoreError::Overflow { .. }))
+    ));
+    // Buffers beyond any address space: an error, not an abort.
+    let e = cpu.prepare(&w, &config(shape, 1 << 40)).unwrap_err();
+    assert!(matches!(e, CpuError::Allocation { .. }), "{e:?}");
+    assert_eq!(e.kind(), ErrorKind::Device);
+
+    // Every failure kept the earlier preparation.
+    assert_eq!(cpu.config(), Some(&good));
+    assert_eq!(bits(&run(&mut cpu, &input, 1)), want);
+}
+
+#[test]
+fn prepare_again_replaces_weights_and_frames() {
+    let shape = StackShape::pyannote().with_frames(6);
+    let a = OwnedStack::random(&shape, 1, 0.3);
+    let b = OwnedStack::random(&shape, 2, 0.3);
+    let input = random_input(&shape, 1, 3);
+    let want_b = bits(&run(
+        &mut prepared(&b.weights().unwrap(), shape, 1, 1),
+        &input,
+        1,
+    ));
+    let mut cpu = prepared(&a.weights().unwrap(), shape, 1, 2);
+    let got_a = bits(&run(&mut cpu, &input, 1));
+    assert_ne!(got_a, want_b);
+    cpu.prepare(&b.weights().unwrap(), &config(shape, 1))
+        .unwrap();
+    assert_eq!(bits(&run(&mut cpu, &input, 1)), want_b);
+    // A new frame count takes effect at once.
+    let longer = shape.with_frames(9);
+    cpu.prepare(&b.weights().unwrap(), &config(longer, 1))
+        .unwrap();
+    let out = run(&mut cpu, &random_input(&longer, 1, 3), 1);
+    assert_eq!(out.len(), 9 * 256);
+}
