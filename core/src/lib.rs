@@ -14,7 +14,7 @@
 //! let shape = StackShape::pyannote();
 //! assert_eq!((shape.features, shape.hidden, shape.layers, shape.frames), (60, 128, 4, 589));
 //! let h200 = device::table::find("h200").unwrap();
-//! let p = plan::select(&h200.facts, &plan::KernelResources::nominal(), 32, MathMode::Fp32).unwrap();
+//! let p = plan::select(&h200.facts, &plan::KernelResources::nominal(), &shape, 32, MathMode::Fp32).unwrap();
 //! println!("{}", p.recurrence.choice);
 //! ```
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
@@ -29,12 +29,19 @@ pub mod geometry;
 pub mod layout;
 pub mod numerics;
 pub mod occupancy;
+#[cfg(any(test, feature = "std"))]
+pub mod owned;
 pub mod plan;
 pub mod reference;
+pub mod rng;
 pub mod schedule;
 pub mod shape;
 
 pub use backend::{Backend, BackendConfig};
+pub use device::{DeviceFacts, DeviceQuery};
 pub use error::{BackendError, CoreError, ErrorKind};
+pub use occupancy::{KernelUsage, Occupancy};
+pub use plan::{KernelResources, Overrides, Plan, ProjectionTile, RecurrenceKind};
+pub use schedule::CoopSchedule;
 pub use layout::{DirectionWeights, GateOrder, LayerWeights, OnnxLayer, StackWeights, TorchLayer};
 pub use shape::{Direction, MathMode, StackShape};

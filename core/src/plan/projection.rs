@@ -1,0 +1,354 @@
+//! Which input-projection kernel runs: FP32 64x64 or 128x128 tiles, or the TF32 tensor-core
+//! tile.
+
+use core::fmt;
+
+use super::{Decision, KernelResources, Reason};
+use crate::device::DeviceFacts;
+use crate::error::CoreError;
+use crate::occupancy::{Occupancy, blocks_per_sm};
+use crate::shape::MathMode;
+
+/// 128x128 FP32 projection tiles from this many GEMM rows (`batch * frames`) on; 64x64 below.
+///
+/// Upstream (RTX 4060 Ti, 8.9): 64x64 tiles were faster for batch 1..3 of 589 frames (up to
+/// 1,767 rows) and 128x128 from batch 4 (2,356 rows). Not yet measured on the H200: re-run
+/// the projection benchmark of `bilstm-cuda` before changing it.
+pub const LARGE_TILE_MIN_ROWS: usize = 2048;
+
+/// Compute capabilities where the TF32 tile may run in [`MathMode::Tf32`].
+///
+/// Upstream compared its TF32 tile against cuDNN TF32: it lost accuracy on 12.0 (RTX 5060 Ti,
+/// every batch) and on 8.9 (RTX 4060 Ti, batch 32), so those are left out; 7.x has no TF32
+/// tensor cores. 8.0, 8.6, 8.7, 9.0 and 10.0 showed no loss or were not flagged; Hopper's
+/// accuracy has not yet been measured against the budget of `crate::accuracy` (1.1 x cuDNN
+/// TF32's error). Architectures not listed (10.3, 11.0, 12.1, later ones) fall back to FP32
+/// until measured.
+pub const TF32_ARCHITECTURES: [(u32, u32); 5] = [(8, 0), (8, 6), (8, 7), (9, 0), (10, 0)];
+
+/// The input-projection kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProjectionTile {
+    /// FP32 SIMT, 64x64 output tiles.
+    Small64,
+    /// FP32 SIMT, 128x128 output tiles.
+    Large128,
+    /// TF32 tensor cores (`mma.sync m16n8k8`), 128x256 output tiles; [`MathMode::Tf32`] only.
+    Tf32,
+}
+
+impl ProjectionTile {
+    /// Every tile.
+    pub const ALL: [ProjectionTile; 3] = [
+        ProjectionTile::Small64,
+        ProjectionTile::Large128,
+        ProjectionTile::Tf32,
+    ];
+
+    /// Whether the tile rounds operands to TF32.
+    pub const fn is_tf32(self) -> bool {
+        matches!(self, ProjectionTile::Tf32)
+    }
+}
+
+impl fmt::Display for ProjectionTile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProjectionTile::Small64 => "fp32 64x64",
+            ProjectionTile::Large128 => "fp32 128x128",
+            ProjectionTile::Tf32 => "tf32 128x256",
+        })
+    }
+}
+
+/// Why the TF32 tile does not run on an architecture in TF32 mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tf32Refusal {
+    /// Compute capability below 8.0: no TF32 tensor cores.
+    NoTensorCores,
+    /// Upstream measured an accuracy loss against cuDNN TF32 here (8.9, 12.x).
+    LostAccuracy,
+    /// Not among [`TF32_ARCHITECTURES`] and never measured.
+    NotValidated,
+}
+
+impl fmt::Display for Tf32Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Tf32Refusal::NoTensorCores => "no TF32 tensor cores before 8.0",
+            Tf32Refusal::LostAccuracy => {
+                "upstream lost accuracy against cuDNN TF32 here (12.0 at every batch, 8.9 at batch 32)"
+            }
+            Tf32Refusal::NotValidated => "TF32 accuracy never measured on this architecture",
+        })
+    }
+}
+
+/// Whether the TF32 tile may run on `compute_capability`, or why not.
+///
+/// # Errors
+/// The [`Tf32Refusal`] that keeps it off.
+pub fn tf32_allowed(compute_capability: (u32, u32)) -> Result<(), Tf32Refusal> {
+    let (major, minor) = compute_capability;
+    if major < 8 {
+        Err(Tf32Refusal::NoTensorCores)
+    } else if TF32_ARCHITECTURES.contains(&compute_capability) {
+        Ok(())
+    } else if (major, minor) == (8, 9) || major == 12 {
+        Err(Tf32Refusal::LostAccuracy)
+    } else {
+        Err(Tf32Refusal::NotValidated)
+    }
+}
+
+/// The FP32 tile the row count asks for.
+pub const fn fp32_tile_for_rows(rows: usize) -> ProjectionTile {
+    if rows >= LARGE_TILE_MIN_ROWS {
+        ProjectionTile::Large128
+    } else {
+        ProjectionTile::Small64
+    }
+}
+
+fn occupancy(facts: &DeviceFacts, resources: &KernelResources, tile: ProjectionTile) -> Occupancy {
+    blocks_per_sm(facts, resources.projection(tile))
+}
+
+/// Chooses the projection tile for a GEMM of `rows` rows (`batch * frames`).
+///
+/// In [`MathMode::Tf32`] on an architecture [`tf32_allowed`] accepts, the TF32 tile; otherwise
+/// the FP32 tile [`fp32_tile_for_rows`] names. A tile that cannot run on the device (0 blocks
+/// per SM) gives way to the next smaller FP32 tile.
+///
+/// # Errors
+/// [`CoreError::NoPlan`] when no projection kernel fits an SM.
+pub fn choose_projection_tile(
+    facts: &DeviceFacts,
+    resources: &KernelResources,
+    rows: usize,
+    math: MathMode,
+) -> Result<Decision<ProjectionTile>, CoreError> {
+    let by_rows = fp32_tile_for_rows(rows);
+    let (preferred, reason) = match (math, tf32_allowed(facts.compute_capability)) {
+        (MathMode::Tf32, Ok(())) => (
+            ProjectionTile::Tf32,
+            Reason::Tf32Allowed {
+                compute_capability: facts.compute_capability,
+            },
+        ),
+        (MathMode::Tf32, Err(why)) => (
+            by_rows,
+            Reason::Tf32Refused {
+                tile: by_rows,
+                compute_capability: facts.compute_capability,
+                why,
+            },
+        ),
+        (MathMode::Fp32, _) => (
+            by_rows,
+            Reason::ByRows {
+                tile: by_rows,
+                rows,
+            },
+        ),
+    };
+    let preferred_occupancy = occupancy(facts, resources, preferred);
+    if preferred_occupancy.blocks_per_sm > 0 {
+        return Ok(Decision {
+            choice: preferred,
+            reason,
+        });
+    }
+    // Fall back to smaller FP32 tiles, largest first.
+    let fallbacks: &[ProjectionTile] = match preferred {
+        ProjectionTile::Tf32 => &[ProjectionTile::Large128, ProjectionTile::Small64],
+        ProjectionTile::Large128 => &[ProjectionTile::Small64],
+        ProjectionTile::Small64 => &[],
+    };
+    for &tile in fallbacks {
+        if occupancy(facts, resources, tile).blocks_per_sm > 0 {
+            let reason = Reason::ProjectionFallback {
+                tile,
+                preferred,
+                limit: preferred_occupancy.limited_by,
+            };
+            return Ok(Decision {
+                choice: tile,
+                reason,
+            });
+        }
+    }
+    Err(CoreError::NoPlan {
+        reason: "no projection kernel fits an SM",
+    })
+}
+
+/// Checks a projection tile forced through [`super::Overrides`].
+///
+/// # Errors
+/// [`CoreError::ForcedChoice`] for the TF32 tile in [`MathMode::Fp32`] or before compute
+/// capability 8.0, or for a tile whose block does not fit an SM.
+pub fn check_forced_projection(
+    facts: &DeviceFacts,
+    resources: &KernelResources,
+    tile: ProjectionTile,
+    math: MathMode,
+) -> Result<Decision<ProjectionTile>, CoreError> {
+    if tile.is_tf32() {
+        if math == MathMode::Fp32 {
+            return Err(CoreError::ForcedChoice {
+                what: "tf32 projection",
+                reason: "FP32 math mode allows no TF32 rounding",
+            });
+        }
+        if tf32_allowed(facts.compute_capability) == Err(Tf32Refusal::NoTensorCores) {
+            return Err(CoreError::ForcedChoice {
+                what: "tf32 projection",
+                reason: "no TF32 tensor cores before compute capability 8.0",
+            });
+        }
+    }
+    if occupancy(facts, resources, tile).blocks_per_sm == 0 {
+        return Err(CoreError::ForcedChoice {
+            what: "projection tile",
+            reason: "its block does not fit an SM",
+        });
+    }
+    Ok(Decision {
+        choice: tile,
+        reason: Reason::ForcedProjection(tile),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::table;
+
+    fn facts(name: &str) -> DeviceFacts {
+        table::find(name).unwrap().facts
+    }
+
+    #[test]
+    fn rows_pick_the_fp32_tile() {
+        let nominal = KernelResources::nominal();
+        let h200 = facts("h200");
+        for (rows, tile) in [
+            (0, ProjectionTile::Small64),
+            (1767, ProjectionTile::Small64),
+            (2047, ProjectionTile::Small64),
+        ] {
+            assert_eq!(
+                choose_projection_tile(&h200, &nominal, rows, MathMode::Fp32)
+                    .unwrap()
+                    .choice,
+                tile
+            );
+        }
+        for rows in [2048, 2356, 589 * 1024] {
+            let d = choose_projection_tile(&h200, &nominal, rows, MathMode::Fp32).unwrap();
+            assert_eq!(d.choice, ProjectionTile::Large128);
+            assert_eq!(
+                d.reason,
+                Reason::ByRows {
+                    tile: ProjectionTile::Large128,
+                    rows
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn tf32_only_where_allowed() {
+        let nominal = KernelResources::nominal();
+        for (name, tf32) in [
+            ("t4", false),
+            ("a10", true),
+            ("a100", true),
+            ("orin", true),
+            ("l4", false),
+            ("rtx4060ti", false),
+            ("h200", true),
+            ("b200", true),
+            ("rtx5060ti", false),
+            ("rtx5090", false),
+        ] {
+            let f = facts(name);
+            let d = choose_projection_tile(&f, &nominal, 4 * 589, MathMode::Tf32).unwrap();
+            assert_eq!(d.choice.is_tf32(), tf32, "{name}");
+            if !tf32 {
+                assert_eq!(d.choice, ProjectionTile::Large128, "{name}");
+                assert!(matches!(d.reason, Reason::Tf32Refused { .. }));
+            }
+            // FP32 mode never rounds to TF32.
+            assert!(
+                !choose_projection_tile(&f, &nominal, 4 * 589, MathMode::Fp32)
+                    .unwrap()
+                    .choice
+                    .is_tf32()
+            );
+        }
+        assert_eq!(tf32_allowed((7, 5)), Err(Tf32Refusal::NoTensorCores));
+        assert_eq!(tf32_allowed((8, 9)), Err(Tf32Refusal::LostAccuracy));
+        assert_eq!(tf32_allowed((12, 1)), Err(Tf32Refusal::LostAccuracy));
+        assert_eq!(tf32_allowed((10, 3)), Err(Tf32Refusal::NotValidated));
+        assert_eq!(tf32_allowed((9, 0)), Ok(()));
+    }
+
+    #[test]
+    fn tiles_that_do_not_fit_give_way() {
+        let mut nominal = KernelResources::nominal();
+        let h200 = facts("h200");
+        nominal.projection_tf32.dynamic_shared_bytes = 300_000;
+        let d = choose_projection_tile(&h200, &nominal, 4096, MathMode::Tf32).unwrap();
+        assert_eq!(d.choice, ProjectionTile::Large128);
+        assert!(matches!(
+            d.reason,
+            Reason::ProjectionFallback {
+                preferred: ProjectionTile::Tf32,
+                ..
+            }
+        ));
+        nominal.projection_large.threads = 2048;
+        assert_eq!(
+            choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32)
+                .unwrap()
+                .choice,
+            ProjectionTile::Small64
+        );
+        nominal.projection_small.threads = 2048;
+        assert!(matches!(
+            choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32),
+            Err(CoreError::NoPlan { .. })
+        ));
+    }
+
+    #[test]
+    fn forced_tiles_are_checked() {
+        let nominal = KernelResources::nominal();
+        let h200 = facts("h200");
+        assert!(matches!(
+            check_forced_projection(&h200, &nominal, ProjectionTile::Tf32, MathMode::Fp32),
+            Err(CoreError::ForcedChoice { .. })
+        ));
+        assert!(matches!(
+            check_forced_projection(&facts("t4"), &nominal, ProjectionTile::Tf32, MathMode::Tf32),
+            Err(CoreError::ForcedChoice { .. })
+        ));
+        // Forcing TF32 where upstream saw a loss is allowed (for measurement), and says so.
+        let d = check_forced_projection(
+            &facts("rtx5090"),
+            &nominal,
+            ProjectionTile::Tf32,
+            MathMode::Tf32,
+        )
+        .unwrap();
+        assert_eq!(d.reason, Reason::ForcedProjection(ProjectionTile::Tf32));
+        assert_eq!(
+            check_forced_projection(&h200, &nominal, ProjectionTile::Small64, MathMode::Fp32)
+                .unwrap()
+                .choice,
+            ProjectionTile::Small64
+        );
+    }
+}
