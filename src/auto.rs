@@ -1,0 +1,135 @@
+//! [`Auto`]: CUDA when a usable driver and GPU are present, else the CPU, and it says which.
+
+use core::fmt;
+
+use bilstm_core::{Backend, BackendConfig, BackendError, ErrorKind, StackWeights};
+use bilstm_cpu::CpuBackend;
+
+use crate::Error;
+
+/// Which backend [`Auto`] runs on, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// `"cuda"` or `"cpu"`.
+    pub backend: &'static str,
+    /// Why: the GPU found, or why CUDA was not usable.
+    pub reason: String,
+}
+
+impl fmt::Display for Selection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.backend, self.reason)
+    }
+}
+
+enum Inner {
+    #[cfg(feature = "cuda")]
+    Cuda(Box<bilstm_cuda::CudaBackend>),
+    Cpu(CpuBackend),
+}
+
+/// A backend chosen at run time: CUDA when usable, else the CPU.
+///
+/// Falls back to the CPU only when CUDA is [`ErrorKind::Unavailable`] (no driver, no GPU, no
+/// NVRTC, a build without the `cuda` feature) — at construction or at the first
+/// [`Backend::prepare`]. Every other failure reaches the caller. [`Auto::selection`] says
+/// which backend runs and why.
+pub struct Auto {
+    inner: Inner,
+    selection: Selection,
+}
+
+impl Auto {
+    /// Prefers CUDA (device 0); falls back to the CPU when CUDA is unavailable.
+    ///
+    /// # Errors
+    /// A CUDA failure of any kind other than [`ErrorKind::Unavailable`] (a driver error on a
+    /// present GPU, say).
+    pub fn new() -> Result<Self, Error> {
+        Self::try_cuda()
+    }
+
+    /// The CPU backend, whatever hardware is present.
+    pub fn cpu() -> Self {
+        Auto {
+            inner: Inner::Cpu(CpuBackend::new()),
+            selection: Selection { backend: "cpu", reason: "asked for the CPU".into() },
+        }
+    }
+
+    /// The CUDA backend on device 0, with no fallback.
+    ///
+    /// # Errors
+    /// Every CUDA failure, [`Error::CudaNotBuilt`] without the `cuda` feature.
+    pub fn cuda() -> Result<Self, Error> {
+        #[cfg(feature = "cuda")]
+        {
+            let backend = bilstm_cuda::CudaBackend::new(0)?;
+            let reason = backend.describe();
+            Ok(Auto { inner: Inner::Cuda(Box::new(backend)), selection: Selection { backend: "cuda", reason } })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Err(Error::CudaNotBuilt)
+        }
+    }
+
+    fn try_cuda() -> Result<Self, Error> {
+        match Self::cuda() {
+            Ok(auto) => Ok(auto),
+            Err(e) if e.kind() == ErrorKind::Unavailable => Ok(Self::fallback(&e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn fallback(why: &Error) -> Self {
+        Auto {
+            inner: Inner::Cpu(CpuBackend::new()),
+            selection: Selection { backend: "cpu", reason: format!("CUDA unavailable: {why}") },
+        }
+    }
+
+    /// Which backend runs, and why.
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+}
+
+impl Backend for Auto {
+    type Error = Error;
+
+    fn name(&self) -> &'static str {
+        self.selection.backend
+    }
+
+    fn prepare(&mut self, weights: &StackWeights<'_>, config: &BackendConfig) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(cuda) => match cuda.prepare(weights, config) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    *self = Self::fallback(&Error::Cuda(e));
+                    self.prepare(weights, config)
+                }
+                Err(e) => Err(e.into()),
+            },
+            Inner::Cpu(cpu) => cpu.prepare(weights, config).map_err(Error::from),
+        }
+    }
+
+    fn forward(&mut self, input: &[f32], batch: usize, output: &mut [f32]) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(cuda) => cuda.forward(input, batch, output).map_err(Error::from),
+            Inner::Cpu(cpu) => cpu.forward(input, batch, output).map_err(Error::from),
+        }
+    }
+
+    fn config(&self) -> Option<&BackendConfig> {
+        match &self.inner {
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(cuda) => cuda.config(),
+            Inner::Cpu(cpu) => cpu.config(),
+        }
+    }
+}
