@@ -53,7 +53,10 @@ impl Auto {
     pub fn cpu() -> Self {
         Auto {
             inner: Inner::Cpu(CpuBackend::new()),
-            selection: Selection { backend: "cpu", reason: "asked for the CPU".into() },
+            selection: Selection {
+                backend: "cpu",
+                reason: "asked for the CPU".into(),
+            },
         }
     }
 
@@ -66,7 +69,13 @@ impl Auto {
         {
             let backend = bilstm_cuda::CudaBackend::new(0)?;
             let reason = backend.describe();
-            Ok(Auto { inner: Inner::Cuda(Box::new(backend)), selection: Selection { backend: "cuda", reason } })
+            Ok(Auto {
+                inner: Inner::Cuda(Box::new(backend)),
+                selection: Selection {
+                    backend: "cuda",
+                    reason,
+                },
+            })
         }
         #[cfg(not(feature = "cuda"))]
         {
@@ -85,7 +94,10 @@ impl Auto {
     fn fallback(why: &Error) -> Self {
         Auto {
             inner: Inner::Cpu(CpuBackend::new()),
-            selection: Selection { backend: "cpu", reason: format!("CUDA unavailable: {why}") },
+            selection: Selection {
+                backend: "cpu",
+                reason: format!("CUDA unavailable: {why}"),
+            },
         }
     }
 

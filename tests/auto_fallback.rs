@@ -19,7 +19,11 @@ fn auto_says_what_it_chose_and_runs() {
     let model = OwnedStack::builtin();
     let weights = model.weights().unwrap();
     let shape = model.shape.with_frames(5);
-    let config = BackendConfig { shape, max_batch: 2, math: MathMode::Fp32 };
+    let config = BackendConfig {
+        shape,
+        max_batch: 2,
+        math: MathMode::Fp32,
+    };
     auto.prepare(&weights, &config).unwrap();
     let input = random_input(&shape, 2, 3);
     let mut out = vec![f32::NAN; shape.output_len(2).unwrap()];
@@ -28,8 +32,16 @@ fn auto_says_what_it_chose_and_runs() {
     cpu.prepare(&weights, &config).unwrap();
     let mut want = vec![0.0; out.len()];
     cpu.forward(&input, 2, &mut want).unwrap();
-    let err = out.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    assert!(err < 1e-5, "{} differs from the CPU by {err}", auto.selection());
+    let err = out
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        err < 1e-5,
+        "{} differs from the CPU by {err}",
+        auto.selection()
+    );
 }
 
 #[test]

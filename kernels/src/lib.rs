@@ -1,1 +1,316 @@
-//! CUDA C++ kernel sources of bilstm and their launch contracts.
+//! # bilstm-kernels
+//!
+//! The CUDA C++ sources of bilstm's kernels and their launch contracts, as data: no code here
+//! runs on a GPU or talks to a driver. The CUDA backend (`bilstm-cuda`) compiles the sources
+//! with NVRTC at prepare time for the device's exact architecture, passing every constant of
+//! `bilstm_core::geometry::defines()` as a `-D` option (no geometry is written in a `.cu`).
+//!
+//! One kernel = one [`KernelId`] = one entry point `bilstm_<name>`; each `.cu` file opens with
+//! a "Launch contract" comment (grid, block, shared memory, cooperative or not, parameter
+//! struct, preconditions, postconditions, numerics, defines read), which [`Kernel::contract`]
+//! returns. The parameter structs are in [`params`], mirrored in the `.cu` files.
+//!
+//! # Headers
+//! NVRTC is given no include path and no CUDA header. The shared `.cuh` files ([`HEADERS`])
+//! are pasted into a kernel's source by [`expand_source`]: each `#include "name.cuh"` line is
+//! replaced by that header (once per translation unit, recursively), framed by `#line`
+//! directives so compiler messages name the right file and line.
+//!
+//! ```
+//! use bilstm_kernels::{KernelId, expand_source};
+//! let k = KernelId::RecurrenceWide.kernel();
+//! assert_eq!(k.entry, "bilstm_recurrence_wide");
+//! assert!(k.cooperative);
+//! let full = expand_source(k.source).unwrap();
+//! assert!(!full.lines().any(|l| l.trim_start().starts_with("#include")));
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod params;
+
+use core::fmt;
+
+/// One kernel entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelId {
+    /// `bilstm_clear` (`clear.cu`): zeroes the exchange and the error words.
+    Clear,
+    /// `bilstm_projection_small` (`projection.cu`): FP32 input projection, 64x64 tiles.
+    ProjectionSmall,
+    /// `bilstm_projection_large` (`projection.cu`): FP32 input projection, 128x128 tiles.
+    ProjectionLarge,
+    /// `bilstm_recurrence_wide` (`recurrence_wide.cu`): the wide cooperative recurrence.
+    RecurrenceWide,
+}
+
+/// Every kernel, in a fixed order.
+pub const ALL: [KernelId; 4] =
+    [KernelId::Clear, KernelId::ProjectionSmall, KernelId::ProjectionLarge, KernelId::RecurrenceWide];
+
+/// A kernel: its entry point, its source file and how it is launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel {
+    /// Which kernel.
+    pub id: KernelId,
+    /// The `extern "C"` entry point.
+    pub entry: &'static str,
+    /// The source file's name under `kernels/cuda/` (several entries may share one file).
+    pub source_name: &'static str,
+    /// The source text (before [`expand_source`]).
+    pub source: &'static str,
+    /// Whether it must be launched cooperatively (all blocks co-resident).
+    pub cooperative: bool,
+}
+
+impl Kernel {
+    /// The "Launch contract" comment that opens the kernel's source (comment markers
+    /// stripped), or `None` if the source has none (a test checks every source has one).
+    pub fn contract(&self) -> Option<String> {
+        let mut lines = self.source.lines().skip_while(|l| !l.trim_start().starts_with("// Launch contract"));
+        lines.next()?;
+        let body: Vec<&str> = lines
+            .take_while(|l| l.trim_start().starts_with("//") && l.trim() != "//")
+            .map(|l| l.trim_start().trim_start_matches("//").trim_end())
+            .collect();
+        Some(body.join("\n"))
+    }
+}
+
+const CLEAR_SOURCE: &str = include_str!("../cuda/clear.cu");
+const PROJECTION_SOURCE: &str = include_str!("../cuda/projection.cu");
+const RECURRENCE_WIDE_SOURCE: &str = include_str!("../cuda/recurrence_wide.cu");
+
+/// `bilstm_clear`: zeroes `word_count` exchange words and `error_count` error ints.
+/// 1-D grid (any size; grid-stride loop), 256 threads, no dynamic shared memory, not
+/// cooperative, [`params::ClearParams`]. Postcondition: all those words are zero for every
+/// later kernel on the stream.
+pub const CLEAR: Kernel = Kernel {
+    id: KernelId::Clear,
+    entry: "bilstm_clear",
+    source_name: "clear.cu",
+    source: CLEAR_SOURCE,
+    cooperative: false,
+};
+
+/// `bilstm_projection_small`: `gates[d] = x . W_d` for both directions, 64x64 output tiles.
+/// Grid `(ceil(rows / 64), 512 / 64, 2)`, 256 threads, no dynamic shared memory, not
+/// cooperative, [`params::ProjectionParams`]. Each output is one ascending FMA chain over
+/// `k < in_width` from 0.0f: bitwise identical to [`PROJECTION_LARGE`].
+pub const PROJECTION_SMALL: Kernel = Kernel {
+    id: KernelId::ProjectionSmall,
+    entry: "bilstm_projection_small",
+    source_name: "projection.cu",
+    source: PROJECTION_SOURCE,
+    cooperative: false,
+};
+
+/// `bilstm_projection_large`: as [`PROJECTION_SMALL`] with 128x128 output tiles; grid
+/// `(ceil(rows / 128), 512 / 128, 2)`.
+pub const PROJECTION_LARGE: Kernel = Kernel {
+    id: KernelId::ProjectionLarge,
+    entry: "bilstm_projection_large",
+    source_name: "projection.cu",
+    source: PROJECTION_SOURCE,
+    cooperative: false,
+};
+
+/// `bilstm_recurrence_wide`: all steps of one direction of one layer for a range of tiles.
+/// COOPERATIVE; grid `tiles_in_launch * 16` blocks of 256 threads, no dynamic shared memory,
+/// [`params::RecurrenceWideParams`]. Preconditions: exchange zeroed on this stream (by
+/// [`CLEAR`]) and laid out by `ExchangeLayout::wide(tile_height, tiles)`, tile height 8, 16 or
+/// 32. A partner that never publishes ends the kernel with `error[0] ==`
+/// [`params::ERROR_PARTNER_LOST`] after `spin_timeout_ns` instead of a hang.
+pub const RECURRENCE_WIDE: Kernel = Kernel {
+    id: KernelId::RecurrenceWide,
+    entry: "bilstm_recurrence_wide",
+    source_name: "recurrence_wide.cu",
+    source: RECURRENCE_WIDE_SOURCE,
+    cooperative: true,
+};
+
+impl KernelId {
+    /// The kernel's description.
+    pub const fn kernel(self) -> &'static Kernel {
+        match self {
+            KernelId::Clear => &CLEAR,
+            KernelId::ProjectionSmall => &PROJECTION_SMALL,
+            KernelId::ProjectionLarge => &PROJECTION_LARGE,
+            KernelId::RecurrenceWide => &RECURRENCE_WIDE,
+        }
+    }
+
+    /// A short lower-case name (`"recurrence_wide"`), the entry point without `bilstm_`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            KernelId::Clear => "clear",
+            KernelId::ProjectionSmall => "projection_small",
+            KernelId::ProjectionLarge => "projection_large",
+            KernelId::RecurrenceWide => "recurrence_wide",
+        }
+    }
+}
+
+impl fmt::Display for KernelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A shared header: its file name (as written in `#include "..."`) and its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// File name under `kernels/cuda/`.
+    pub name: &'static str,
+    /// The text.
+    pub source: &'static str,
+}
+
+/// Every shared header.
+pub const HEADERS: [Header; 3] = [
+    Header { name: "common.cuh", source: include_str!("../cuda/common.cuh") },
+    Header { name: "numerics.cuh", source: include_str!("../cuda/numerics.cuh") },
+    Header { name: "exchange.cuh", source: include_str!("../cuda/exchange.cuh") },
+];
+
+/// Every distinct `.cu` source: `(file name, text)`.
+pub fn sources() -> [(&'static str, &'static str); 3] {
+    [
+        ("clear.cu", CLEAR_SOURCE),
+        ("projection.cu", PROJECTION_SOURCE),
+        ("recurrence_wide.cu", RECURRENCE_WIDE_SOURCE),
+    ]
+}
+
+/// An `#include` that [`expand_source`] cannot resolve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludeError {
+    /// The offending line, trimmed.
+    pub line: String,
+}
+
+impl fmt::Display for IncludeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot resolve `{}`: kernels may include only {:?}", self.line, HEADERS.map(|h| h.name))
+    }
+}
+
+impl std::error::Error for IncludeError {}
+
+/// Replaces every `#include "name"` line of `source` by the header `name` of [`HEADERS`]
+/// (each header once; later includes of the same header become empty), recursively, framing
+/// each pasted header with `#line` directives.
+///
+/// # Errors
+/// [`IncludeError`] for an `#include <...>` or an unknown header name.
+pub fn expand_source(source: &str) -> Result<String, IncludeError> {
+    let mut out = String::with_capacity(source.len() * 3);
+    let mut included: Vec<&'static str> = Vec::new();
+    expand_into(source, None, &mut included, &mut out)?;
+    Ok(out)
+}
+
+fn expand_into(
+    source: &str,
+    file: Option<&str>,
+    included: &mut Vec<&'static str>,
+    out: &mut String,
+) -> Result<(), IncludeError> {
+    for (index, line) in source.lines().enumerate() {
+        let trimmed = line.trim();
+        let Some(rest) = trimmed.strip_prefix("#include") else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let name = rest.trim().strip_prefix('"').and_then(|r| r.strip_suffix('"'));
+        let header = name.and_then(|n| HEADERS.iter().find(|h| h.name == n));
+        let Some(header) = header else {
+            return Err(IncludeError { line: trimmed.to_string() });
+        };
+        if !included.contains(&header.name) {
+            included.push(header.name);
+            out.push_str(&format!("#line 1 \"{}\"\n", header.name));
+            expand_into(header.source, Some(header.name), included, out)?;
+        }
+        // Back in the including file: the next line is line index + 2.
+        match file {
+            Some(f) => out.push_str(&format!("#line {} \"{}\"\n", index + 2, f)),
+            None => out.push_str(&format!("#line {}\n", index + 2)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kernel_is_described_once() {
+        for (i, id) in ALL.iter().enumerate() {
+            let k = id.kernel();
+            assert_eq!(k.id, *id);
+            assert_eq!(k.entry, format!("bilstm_{}", id.name()));
+            assert!(k.source.contains(&format!("bilstm_{}(", id.name())), "{id}: entry not in source");
+            assert!(ALL[i + 1..].iter().all(|other| other.kernel().entry != k.entry));
+            assert!(sources().iter().any(|(name, text)| *name == k.source_name && *text == k.source));
+        }
+    }
+
+    #[test]
+    fn every_source_opens_with_a_contract_and_the_guard() {
+        for id in ALL {
+            let k = id.kernel();
+            let contract = k.contract().unwrap_or_default();
+            for field in ["Grid", "Parameters", "Preconditions", "Postconditions", "Numerics", "Defines read"] {
+                assert!(contract.contains(field), "{id}: contract lacks {field}");
+            }
+            assert!(contract.contains(if k.cooperative { "COOPERATIVE" } else { "Not cooperative" }), "{id}");
+        }
+        for (name, text) in sources() {
+            let first_code = text.lines().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"));
+            assert_eq!(first_code, Some("#ifndef BILSTM_HIDDEN"), "{name} must start with the guard");
+        }
+    }
+
+    #[test]
+    fn includes_expand_once_and_unknown_ones_fail() {
+        for (name, text) in sources() {
+            let full = expand_source(text).unwrap();
+            assert!(!full.lines().any(|l| l.trim_start().starts_with("#include")), "{name}");
+            assert_eq!(full.matches("#line 1 \"common.cuh\"").count(), 1, "{name}");
+        }
+        let full = expand_source("#include \"numerics.cuh\"\n#include \"common.cuh\"\nx\n").unwrap();
+        assert_eq!(full.matches("bl_expf(float x)").count(), 1);
+        assert_eq!(full.matches("#line 1 \"common.cuh\"").count(), 1);
+        let twice = expand_source("#include \"common.cuh\"\n#include \"common.cuh\"\n").unwrap();
+        assert_eq!(twice.matches("bl_globaltimer_ns()").count(), 1);
+        assert!(full.ends_with("#line 3\nx\n"));
+        assert!(expand_source("#include <cuda_fp16.h>\n").is_err());
+        assert!(expand_source("#include \"nope.cuh\"\n").is_err());
+    }
+
+    #[test]
+    fn error_codes_match_common_cuh() {
+        let common = HEADERS[0].source;
+        assert!(common.contains(&format!("#define BL_ERROR_NONE {}\n", params::ERROR_NONE)));
+        assert!(common.contains(&format!("#define BL_ERROR_PARTNER_LOST {}\n", params::ERROR_PARTNER_LOST)));
+    }
+
+    #[test]
+    fn params_sizes_match_the_static_asserts() {
+        let pairs = [
+            ("clear.cu", "sizeof(bl_clear_params) ==", core::mem::size_of::<params::ClearParams>()),
+            ("projection.cu", "sizeof(bl_projection_params) ==", core::mem::size_of::<params::ProjectionParams>()),
+            (
+                "recurrence_wide.cu",
+                "sizeof(bl_recurrence_wide_params) ==",
+                core::mem::size_of::<params::RecurrenceWideParams>(),
+            ),
+        ];
+        for (file, needle, size) in pairs {
+            let text = sources().iter().find(|(n, _)| *n == file).map(|(_, t)| *t).unwrap_or_default();
+            assert!(text.contains(&format!("{needle} {size},")), "{file}: static_assert of {size} bytes");
+        }
+    }
+}
