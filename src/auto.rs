@@ -25,7 +25,7 @@ impl fmt::Display for Selection {
 enum Inner {
     #[cfg(feature = "cuda")]
     Cuda(Box<bilstm_cuda::CudaBackend>),
-    Cpu(CpuBackend),
+    Cpu(Box<CpuBackend>),
 }
 
 /// A backend chosen at run time: CUDA when usable, else the CPU.
@@ -52,7 +52,7 @@ impl Auto {
     /// The CPU backend, whatever hardware is present.
     pub fn cpu() -> Self {
         Auto {
-            inner: Inner::Cpu(CpuBackend::new()),
+            inner: Inner::Cpu(Box::new(CpuBackend::new())),
             selection: Selection {
                 backend: "cpu",
                 reason: "asked for the CPU".into(),
@@ -93,7 +93,7 @@ impl Auto {
 
     fn fallback(why: &Error) -> Self {
         Auto {
-            inner: Inner::Cpu(CpuBackend::new()),
+            inner: Inner::Cpu(Box::new(CpuBackend::new())),
             selection: Selection {
                 backend: "cpu",
                 reason: format!("CUDA unavailable: {why}"),

@@ -44,8 +44,12 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 4] =
-    [KernelId::Clear, KernelId::ProjectionSmall, KernelId::ProjectionLarge, KernelId::RecurrenceWide];
+pub const ALL: [KernelId; 4] = [
+    KernelId::Clear,
+    KernelId::ProjectionSmall,
+    KernelId::ProjectionLarge,
+    KernelId::RecurrenceWide,
+];
 
 /// A kernel: its entry point, its source file and how it is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +70,10 @@ impl Kernel {
     /// The "Launch contract" comment that opens the kernel's source (comment markers
     /// stripped), or `None` if the source has none (a test checks every source has one).
     pub fn contract(&self) -> Option<String> {
-        let mut lines = self.source.lines().skip_while(|l| !l.trim_start().starts_with("// Launch contract"));
+        let mut lines = self
+            .source
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("// Launch contract"));
         lines.next()?;
         let body: Vec<&str> = lines
             .take_while(|l| l.trim_start().starts_with("//") && l.trim() != "//")
@@ -167,9 +174,18 @@ pub struct Header {
 
 /// Every shared header.
 pub const HEADERS: [Header; 3] = [
-    Header { name: "common.cuh", source: include_str!("../cuda/common.cuh") },
-    Header { name: "numerics.cuh", source: include_str!("../cuda/numerics.cuh") },
-    Header { name: "exchange.cuh", source: include_str!("../cuda/exchange.cuh") },
+    Header {
+        name: "common.cuh",
+        source: include_str!("../cuda/common.cuh"),
+    },
+    Header {
+        name: "numerics.cuh",
+        source: include_str!("../cuda/numerics.cuh"),
+    },
+    Header {
+        name: "exchange.cuh",
+        source: include_str!("../cuda/exchange.cuh"),
+    },
 ];
 
 /// Every distinct `.cu` source: `(file name, text)`.
@@ -190,7 +206,12 @@ pub struct IncludeError {
 
 impl fmt::Display for IncludeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot resolve `{}`: kernels may include only {:?}", self.line, HEADERS.map(|h| h.name))
+        write!(
+            f,
+            "cannot resolve `{}`: kernels may include only {:?}",
+            self.line,
+            HEADERS.map(|h| h.name)
+        )
     }
 }
 
@@ -222,10 +243,15 @@ fn expand_into(
             out.push('\n');
             continue;
         };
-        let name = rest.trim().strip_prefix('"').and_then(|r| r.strip_suffix('"'));
+        let name = rest
+            .trim()
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'));
         let header = name.and_then(|n| HEADERS.iter().find(|h| h.name == n));
         let Some(header) = header else {
-            return Err(IncludeError { line: trimmed.to_string() });
+            return Err(IncludeError {
+                line: trimmed.to_string(),
+            });
         };
         if !included.contains(&header.name) {
             included.push(header.name);
@@ -251,9 +277,20 @@ mod tests {
             let k = id.kernel();
             assert_eq!(k.id, *id);
             assert_eq!(k.entry, format!("bilstm_{}", id.name()));
-            assert!(k.source.contains(&format!("bilstm_{}(", id.name())), "{id}: entry not in source");
-            assert!(ALL[i + 1..].iter().all(|other| other.kernel().entry != k.entry));
-            assert!(sources().iter().any(|(name, text)| *name == k.source_name && *text == k.source));
+            assert!(
+                k.source.contains(&format!("bilstm_{}(", id.name())),
+                "{id}: entry not in source"
+            );
+            assert!(
+                ALL[i + 1..]
+                    .iter()
+                    .all(|other| other.kernel().entry != k.entry)
+            );
+            assert!(
+                sources()
+                    .iter()
+                    .any(|(name, text)| *name == k.source_name && *text == k.source)
+            );
         }
     }
 
@@ -262,14 +299,34 @@ mod tests {
         for id in ALL {
             let k = id.kernel();
             let contract = k.contract().unwrap_or_default();
-            for field in ["Grid", "Parameters", "Preconditions", "Postconditions", "Numerics", "Defines read"] {
+            for field in [
+                "Grid",
+                "Parameters",
+                "Preconditions",
+                "Postconditions",
+                "Numerics",
+                "Defines read",
+            ] {
                 assert!(contract.contains(field), "{id}: contract lacks {field}");
             }
-            assert!(contract.contains(if k.cooperative { "COOPERATIVE" } else { "Not cooperative" }), "{id}");
+            assert!(
+                contract.contains(if k.cooperative {
+                    "COOPERATIVE"
+                } else {
+                    "Not cooperative"
+                }),
+                "{id}"
+            );
         }
         for (name, text) in sources() {
-            let first_code = text.lines().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"));
-            assert_eq!(first_code, Some("#ifndef BILSTM_HIDDEN"), "{name} must start with the guard");
+            let first_code = text
+                .lines()
+                .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"));
+            assert_eq!(
+                first_code,
+                Some("#ifndef BILSTM_HIDDEN"),
+                "{name} must start with the guard"
+            );
         }
     }
 
@@ -277,10 +334,14 @@ mod tests {
     fn includes_expand_once_and_unknown_ones_fail() {
         for (name, text) in sources() {
             let full = expand_source(text).unwrap();
-            assert!(!full.lines().any(|l| l.trim_start().starts_with("#include")), "{name}");
+            assert!(
+                !full.lines().any(|l| l.trim_start().starts_with("#include")),
+                "{name}"
+            );
             assert_eq!(full.matches("#line 1 \"common.cuh\"").count(), 1, "{name}");
         }
-        let full = expand_source("#include \"numerics.cuh\"\n#include \"common.cuh\"\nx\n").unwrap();
+        let full =
+            expand_source("#include \"numerics.cuh\"\n#include \"common.cuh\"\nx\n").unwrap();
         assert_eq!(full.matches("bl_expf(float x)").count(), 1);
         assert_eq!(full.matches("#line 1 \"common.cuh\"").count(), 1);
         let twice = expand_source("#include \"common.cuh\"\n#include \"common.cuh\"\n").unwrap();
@@ -294,14 +355,25 @@ mod tests {
     fn error_codes_match_common_cuh() {
         let common = HEADERS[0].source;
         assert!(common.contains(&format!("#define BL_ERROR_NONE {}\n", params::ERROR_NONE)));
-        assert!(common.contains(&format!("#define BL_ERROR_PARTNER_LOST {}\n", params::ERROR_PARTNER_LOST)));
+        assert!(common.contains(&format!(
+            "#define BL_ERROR_PARTNER_LOST {}\n",
+            params::ERROR_PARTNER_LOST
+        )));
     }
 
     #[test]
     fn params_sizes_match_the_static_asserts() {
         let pairs = [
-            ("clear.cu", "sizeof(bl_clear_params) ==", core::mem::size_of::<params::ClearParams>()),
-            ("projection.cu", "sizeof(bl_projection_params) ==", core::mem::size_of::<params::ProjectionParams>()),
+            (
+                "clear.cu",
+                "sizeof(bl_clear_params) ==",
+                core::mem::size_of::<params::ClearParams>(),
+            ),
+            (
+                "projection.cu",
+                "sizeof(bl_projection_params) ==",
+                core::mem::size_of::<params::ProjectionParams>(),
+            ),
             (
                 "recurrence_wide.cu",
                 "sizeof(bl_recurrence_wide_params) ==",
@@ -309,8 +381,15 @@ mod tests {
             ),
         ];
         for (file, needle, size) in pairs {
-            let text = sources().iter().find(|(n, _)| *n == file).map(|(_, t)| *t).unwrap_or_default();
-            assert!(text.contains(&format!("{needle} {size},")), "{file}: static_assert of {size} bytes");
+            let text = sources()
+                .iter()
+                .find(|(n, _)| *n == file)
+                .map(|(_, t)| *t)
+                .unwrap_or_default();
+            assert!(
+                text.contains(&format!("{needle} {size},")),
+                "{file}: static_assert of {size} bytes"
+            );
         }
     }
 }

@@ -1,0 +1,171 @@
+//! Every device buffer a forward pass needs, allocated once at prepare time.
+//!
+//! | buffer | elements | role |
+//! |---|---|---|
+//! | `weights` | `StackPacking::len()` f32 | packed weights of the whole stack, uploaded once |
+//! | `input` | `max_batch * frames * features` f32 | the stack input of a host forward |
+//! | `proj` | `2 * max_batch * frames * 512` f32 | one layer's input projections, forward then reverse |
+//! | `layer_out[2]` | `max_batch * frames * 256` f32 each | layer outputs, ping-pong (the last layer's is the stack output) |
+//! | `exchange` | the largest wide layout of any batch up to `max_batch` (u64) | the hidden-state exchange; its base is aligned to `EXCHANGE_ALIGN_BYTES` inside the allocation |
+//! | `error` | `ERROR_WORDS` i32 | the kernels' error report |
+
+use std::sync::Arc;
+
+use bilstm_core::StackShape;
+use bilstm_core::error::checked_mul;
+use bilstm_core::exchange::ExchangeLayout;
+use bilstm_core::geometry::{
+    EXCHANGE_ALIGN_BYTES, EXCHANGE_WORD_BYTES, GATE_ROWS, WIDE_TILE_HEIGHTS,
+};
+use bilstm_kernels::params::ERROR_WORDS;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+
+use crate::error::CudaError;
+use crate::launch::Span;
+
+/// The exchange words (from the aligned base) that every wide schedule of a batch up to
+/// `max_batch` fits in: the largest `ExchangeLayout::wide(h, ceil(max_batch / h)).words()` over
+/// the tile heights `h` (a layout only grows with its tile count).
+///
+/// # Errors
+/// [`bilstm_core::CoreError::Overflow`].
+pub(crate) fn exchange_words_for(max_batch: usize) -> Result<usize, CudaError> {
+    let mut words = 0;
+    for h in WIDE_TILE_HEIGHTS {
+        let layout = ExchangeLayout::wide(h, max_batch.div_ceil(h).max(1))?;
+        words = words.max(layout.words());
+    }
+    Ok(words)
+}
+
+/// The device buffers of one preparation.
+#[derive(Debug)]
+pub(crate) struct Buffers {
+    pub weights: CudaSlice<f32>,
+    pub input: CudaSlice<f32>,
+    pub proj: CudaSlice<f32>,
+    /// Floats from the forward to the reverse half of `proj`.
+    pub proj_direction_stride: usize,
+    pub layer_out: [CudaSlice<f32>; 2],
+    pub exchange: CudaSlice<u64>,
+    /// Words from the allocation's start to the aligned base.
+    pub exchange_offset_words: usize,
+    /// Usable words from the aligned base.
+    pub exchange_words: usize,
+    pub error: CudaSlice<i32>,
+}
+
+fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> Result<CudaSlice<T>, CudaError> {
+    // At least one element: a zero-byte allocation has no address to point kernels at.
+    stream
+        .alloc_zeros::<T>(len.max(1))
+        .map_err(CudaError::driver("allocating device memory"))
+}
+
+/// The device address of `slice` (event tracking is off in the backend's context, so the
+/// guard cudarc returns records nothing).
+pub(crate) fn span<T>(slice: &CudaSlice<T>, stream: &CudaStream) -> Span {
+    let (addr, _guard) = slice.device_ptr(stream);
+    Span {
+        addr,
+        len: slice.len(),
+    }
+}
+
+impl Buffers {
+    /// Allocates everything for `shape` and batches up to `max_batch`, and uploads `packed`
+    /// (the packed weights).
+    ///
+    /// # Errors
+    /// [`CudaError::Driver`] when an allocation or the upload fails; overflow errors.
+    pub(crate) fn allocate(
+        stream: &Arc<CudaStream>,
+        shape: &StackShape,
+        max_batch: usize,
+        packed: &[f32],
+    ) -> Result<Buffers, CudaError> {
+        let rows = checked_mul(max_batch, shape.frames, "forward rows")?;
+        let input_len = shape.input_len(max_batch)?;
+        let proj_direction_stride = checked_mul(rows, GATE_ROWS, "projection buffer")?.max(4);
+        let proj_len = checked_mul(proj_direction_stride, 2, "projection buffer")?;
+        let out_len = shape.output_len(max_batch)?;
+        let exchange_words = exchange_words_for(max_batch)?;
+        let align_words = EXCHANGE_ALIGN_BYTES / EXCHANGE_WORD_BYTES;
+        let exchange_alloc =
+            exchange_words
+                .checked_add(align_words)
+                .ok_or(bilstm_core::CoreError::Overflow {
+                    what: "exchange span",
+                })?;
+
+        let mut weights = alloc::<f32>(stream, packed.len())?;
+        if !packed.is_empty() {
+            stream
+                .memcpy_htod(packed, &mut weights)
+                .map_err(CudaError::driver("uploading the packed weights"))?;
+        }
+        let input = alloc::<f32>(stream, input_len)?;
+        let proj = alloc::<f32>(stream, proj_len)?;
+        let layer_out = [
+            alloc::<f32>(stream, out_len)?,
+            alloc::<f32>(stream, out_len)?,
+        ];
+        let exchange = alloc::<u64>(stream, exchange_alloc)?;
+        let error = alloc::<i32>(stream, ERROR_WORDS)?;
+        let base = span(&exchange, stream).addr;
+        let align = EXCHANGE_ALIGN_BYTES as u64;
+        let aligned = base.div_ceil(align) * align;
+        let exchange_offset_words = ((aligned - base) / EXCHANGE_WORD_BYTES as u64) as usize;
+        if !(aligned - base).is_multiple_of(EXCHANGE_WORD_BYTES as u64)
+            || exchange_offset_words + exchange_words > exchange.len()
+        {
+            return Err(CudaError::Internal {
+                what: format!("exchange allocation at {base:#x} cannot hold an aligned span"),
+            });
+        }
+        stream
+            .synchronize()
+            .map_err(CudaError::driver("finishing the allocations"))?;
+        Ok(Buffers {
+            weights,
+            input,
+            proj,
+            proj_direction_stride,
+            layer_out,
+            exchange,
+            exchange_offset_words,
+            exchange_words,
+            error,
+        })
+    }
+
+    /// The exchange from its aligned base.
+    pub(crate) fn exchange_span(&self, stream: &CudaStream) -> Span {
+        let s = span(&self.exchange, stream);
+        Span {
+            addr: s.addr + (self.exchange_offset_words * EXCHANGE_WORD_BYTES) as u64,
+            len: self.exchange_words,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exchange_words_cover_every_tile_height() {
+        for max_batch in [0, 1, 7, 8, 9, 32, 33, 64, 256, 1024] {
+            let words = exchange_words_for(max_batch).unwrap();
+            for batch in 1..=max_batch.min(80) {
+                for h in WIDE_TILE_HEIGHTS {
+                    let l = ExchangeLayout::wide(h, batch.div_ceil(h)).unwrap();
+                    assert!(l.words() <= words, "batch {batch} height {h}");
+                }
+            }
+        }
+    }
+}

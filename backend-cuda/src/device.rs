@@ -1,0 +1,354 @@
+//! The GPU: driver probing, the context and streams, device facts, and the loaded kernels with
+//! their real resource usage.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use bilstm_core::device::DeviceFacts;
+use bilstm_core::geometry::BLOCK_THREADS;
+use bilstm_core::occupancy::{self, KernelUsage};
+use bilstm_kernels::KernelId;
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use crate::compile::{self, PtxOrigin};
+use crate::error::CudaError;
+use crate::launch::sys;
+
+/// The oldest compute capability the kernels support: 7.0 (relaxed GPU-scope loads and
+/// stores, `__shfl_xor_sync`, `%globaltimer`).
+pub const MIN_COMPUTE_CAPABILITY: (u32, u32) = (7, 0);
+
+/// What the backend knows about its GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// CUDA device ordinal.
+    pub ordinal: usize,
+    /// The device's name (`"NVIDIA H200"`).
+    pub name: String,
+    /// Its attributes, as plan selection sees them.
+    pub facts: DeviceFacts,
+    /// Device memory in bytes.
+    pub total_memory_bytes: usize,
+}
+
+/// Checks that the CUDA driver library can be loaded and returns the number of GPUs.
+///
+/// # Errors
+/// [`CudaError::Unavailable`] when libcuda is missing or the driver cannot be initialised.
+pub fn device_count() -> Result<usize, CudaError> {
+    if !sys::driver_library_present() {
+        return Err(CudaError::Unavailable {
+            reason: "no CUDA driver library (libcuda.so) was found".into(),
+        });
+    }
+    match catch_unwind(CudaContext::device_count) {
+        Ok(Ok(n)) => Ok(usize::try_from(n).unwrap_or(0)),
+        Ok(Err(e)) => Err(CudaError::Unavailable {
+            reason: format!("the CUDA driver could not be initialised: {e}"),
+        }),
+        Err(_) => Err(CudaError::Unavailable {
+            reason: "loading the CUDA driver panicked".into(),
+        }),
+    }
+}
+
+/// The open device: context, the main and side streams, and its facts.
+#[derive(Debug)]
+pub(crate) struct Device {
+    pub ctx: Arc<CudaContext>,
+    pub main: Arc<CudaStream>,
+    pub side: Arc<CudaStream>,
+    pub info: DeviceInfo,
+}
+
+fn attribute(ctx: &CudaContext, attr: CUdevice_attribute) -> Result<u32, CudaError> {
+    let v = ctx
+        .attribute(attr)
+        .map_err(CudaError::driver("reading a device attribute"))?;
+    u32::try_from(v).map_err(|_| CudaError::Internal {
+        what: format!("device attribute {attr:?} is negative ({v})"),
+    })
+}
+
+/// Reads the facts plan selection needs from the driver.
+fn query_facts(ctx: &CudaContext) -> Result<DeviceFacts, CudaError> {
+    use CUdevice_attribute as A;
+    Ok(DeviceFacts {
+        compute_capability: (
+            attribute(ctx, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(ctx, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        sm_count: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        max_threads_per_sm: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        max_blocks_per_sm: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        registers_per_sm: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+        registers_per_block: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        shared_bytes_per_sm: attribute(
+            ctx,
+            A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        )?,
+        shared_bytes_per_block_optin: attribute(
+            ctx,
+            A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?,
+        reserved_shared_bytes_per_block: attribute(
+            ctx,
+            A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
+        )?,
+        l2_bytes: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+        cooperative_launch: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0,
+    })
+}
+
+impl Device {
+    /// Opens device `ordinal`: probes the driver, creates (retains) its primary context, turns
+    /// off cudarc's per-buffer event tracking, reads its facts and creates two streams.
+    ///
+    /// # Errors
+    /// [`CudaError::Unavailable`] without a driver or GPU (or for an ordinal past the last
+    /// GPU); [`CudaError::Unsupported`] below compute capability 7.0;
+    /// [`CudaError::Driver`] for other driver failures.
+    pub(crate) fn open(ordinal: usize) -> Result<Device, CudaError> {
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(CudaError::Unavailable {
+                reason: format!("no CUDA device {ordinal} ({count} found)"),
+            });
+        }
+        let ctx = match catch_unwind(|| CudaContext::new(ordinal)) {
+            Ok(Ok(ctx)) => ctx,
+            Ok(Err(e)) => {
+                return Err(CudaError::Unavailable {
+                    reason: format!("cannot create a context on CUDA device {ordinal}: {e}"),
+                });
+            }
+            Err(_) => {
+                return Err(CudaError::Unavailable {
+                    reason: "creating a CUDA context panicked".into(),
+                });
+            }
+        };
+        sys::disable_event_tracking(&ctx);
+        let facts = query_facts(&ctx)?;
+        if facts.compute_capability < MIN_COMPUTE_CAPABILITY {
+            return Err(CudaError::Unsupported {
+                what: "compute capability 7.0",
+                reason: format!(
+                    "device {ordinal} is {}.{}",
+                    facts.compute_capability.0, facts.compute_capability.1
+                ),
+            });
+        }
+        let name = ctx
+            .name()
+            .map_err(CudaError::driver("reading the device name"))?;
+        let total_memory_bytes = ctx
+            .total_mem()
+            .map_err(CudaError::driver("reading the device memory size"))?;
+        let main = ctx
+            .new_stream()
+            .map_err(CudaError::driver("creating the main stream"))?;
+        let side = ctx
+            .new_stream()
+            .map_err(CudaError::driver("creating the side stream"))?;
+        Ok(Device {
+            ctx,
+            main,
+            side,
+            info: DeviceInfo {
+                ordinal,
+                name,
+                facts,
+                total_memory_bytes,
+            },
+        })
+    }
+}
+
+/// What one compiled kernel really uses on this device (from the driver's function
+/// attributes), and how many of its blocks an SM holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelResources {
+    /// The kernel.
+    pub kernel: KernelId,
+    /// Registers per thread (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
+    pub registers_per_thread: u32,
+    /// Static shared memory per block in bytes.
+    pub static_shared_bytes: u32,
+    /// Local memory per thread in bytes (0 unless the compiler spilled).
+    pub local_bytes_per_thread: u32,
+    /// Largest block this compilation allows.
+    pub max_threads_per_block: u32,
+    /// Blocks of [`BLOCK_THREADS`] threads one SM holds
+    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, no dynamic shared memory).
+    pub blocks_per_sm: u32,
+    /// The same figure from `bilstm_core::occupancy::blocks_per_sm`.
+    pub core_blocks_per_sm: u32,
+    /// Where the PTX came from.
+    pub ptx_origin: PtxOrigin,
+}
+
+impl KernelResources {
+    /// The usage as core's occupancy calculator takes it.
+    pub fn usage(&self) -> KernelUsage {
+        KernelUsage {
+            threads: BLOCK_THREADS as u32,
+            registers_per_thread: self.registers_per_thread,
+            static_shared_bytes: self.static_shared_bytes,
+            dynamic_shared_bytes: 0,
+        }
+    }
+}
+
+/// The loaded kernels of one device.
+#[derive(Debug)]
+pub(crate) struct Kernels {
+    pub clear: CudaFunction,
+    pub projection_small: CudaFunction,
+    pub projection_large: CudaFunction,
+    pub recurrence_wide: CudaFunction,
+    pub resources: Vec<KernelResources>,
+}
+
+impl Kernels {
+    /// Compiles (or finds in a cache) every kernel for the device, loads it, reads its
+    /// resources and cross-checks core's occupancy calculator against the driver.
+    ///
+    /// # Errors
+    /// [`CudaError::Unavailable`] / [`CudaError::Compile`] from NVRTC;
+    /// [`CudaError::Driver`] when a module does not load; [`CudaError::OccupancyMismatch`]
+    /// when core's occupancy differs from the driver's (set `BILSTM_OCCUPANCY_CHECK=warn` to
+    /// record the disagreement in [`KernelResources`] instead).
+    pub(crate) fn load(device: &Device) -> Result<Kernels, CudaError> {
+        let mut modules: Vec<(&'static str, Arc<CudaModule>, PtxOrigin)> = Vec::new();
+        let mut function = |id: KernelId| -> Result<(CudaFunction, PtxOrigin), CudaError> {
+            let k = id.kernel();
+            let module = match modules.iter().find(|(name, _, _)| *name == k.source_name) {
+                Some((_, m, origin)) => (m.clone(), *origin),
+                None => {
+                    let (m, origin) = load_module(device, k)?;
+                    modules.push((k.source_name, m.clone(), origin));
+                    (m, origin)
+                }
+            };
+            let f = module
+                .0
+                .load_function(k.entry)
+                .map_err(CudaError::driver("finding a kernel entry point"))?;
+            Ok((f, module.1))
+        };
+        let (clear, o_clear) = function(KernelId::Clear)?;
+        let (projection_small, o_small) = function(KernelId::ProjectionSmall)?;
+        let (projection_large, o_large) = function(KernelId::ProjectionLarge)?;
+        let (recurrence_wide, o_wide) = function(KernelId::RecurrenceWide)?;
+        let strict = std::env::var("BILSTM_OCCUPANCY_CHECK").map_or(true, |v| v != "warn");
+        let mut resources = Vec::new();
+        for (id, f, origin) in [
+            (KernelId::Clear, &clear, o_clear),
+            (KernelId::ProjectionSmall, &projection_small, o_small),
+            (KernelId::ProjectionLarge, &projection_large, o_large),
+            (KernelId::RecurrenceWide, &recurrence_wide, o_wide),
+        ] {
+            let r = resources_of(device, id, f, origin)?;
+            if strict && r.blocks_per_sm != r.core_blocks_per_sm {
+                return Err(CudaError::OccupancyMismatch {
+                    kernel: id.kernel().entry,
+                    core: r.core_blocks_per_sm,
+                    driver: r.blocks_per_sm,
+                });
+            }
+            resources.push(r);
+        }
+        Ok(Kernels {
+            clear,
+            projection_small,
+            projection_large,
+            recurrence_wide,
+            resources,
+        })
+    }
+
+    /// The resources of `id`.
+    pub(crate) fn resources_of(&self, id: KernelId) -> Option<KernelResources> {
+        self.resources.iter().find(|r| r.kernel == id).copied()
+    }
+}
+
+fn load_module(
+    device: &Device,
+    kernel: &bilstm_kernels::Kernel,
+) -> Result<(Arc<CudaModule>, PtxOrigin), CudaError> {
+    let arch = device.info.facts.compute_capability;
+    let compiled = compile::compile(kernel, arch)?;
+    match load_ptx(device, &compiled.ptx) {
+        Ok(m) => Ok((m, compiled.origin)),
+        Err(e) if compiled.origin != PtxOrigin::Compiled => {
+            // A cached PTX the driver rejects (written by another NVRTC, damaged): compile anew.
+            let _ = e;
+            let source =
+                bilstm_kernels::expand_source(kernel.source).map_err(|e| CudaError::Compile {
+                    kernel: kernel.source_name,
+                    options: compiled.options.clone(),
+                    log: e.to_string(),
+                })?;
+            let ptx = compile::compile_uncached(kernel.source_name, &source, &compiled.options)?;
+            Ok((load_ptx(device, &ptx)?, PtxOrigin::Compiled))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn load_ptx(device: &Device, ptx: &str) -> Result<Arc<CudaModule>, CudaError> {
+    // `plausible_ptx` guaranteed no NUL inside, so cudarc's CString conversion cannot panic;
+    // catch_unwind stays as the last line of defence.
+    match catch_unwind(AssertUnwindSafe(|| {
+        device.ctx.load_module(Ptx::from_src(ptx))
+    })) {
+        Ok(r) => r.map_err(CudaError::driver("loading a compiled module (PTX JIT)")),
+        Err(_) => Err(CudaError::Internal {
+            what: "loading a module panicked".into(),
+        }),
+    }
+}
+
+fn resources_of(
+    device: &Device,
+    id: KernelId,
+    f: &CudaFunction,
+    origin: PtxOrigin,
+) -> Result<KernelResources, CudaError> {
+    let get = |what: &'static str,
+               v: Result<i32, cudarc::driver::DriverError>|
+     -> Result<u32, CudaError> {
+        let v = v.map_err(CudaError::driver(what))?;
+        u32::try_from(v).map_err(|_| CudaError::Internal {
+            what: format!("{what} is negative ({v})"),
+        })
+    };
+    let registers_per_thread = get("reading a kernel's register count", f.num_regs())?;
+    let static_shared_bytes = get("reading a kernel's shared memory", f.shared_size_bytes())?;
+    let local_bytes_per_thread = get("reading a kernel's local memory", f.local_size_bytes())?;
+    let max_threads_per_block = get("reading a kernel's block limit", f.max_threads_per_block())?;
+    let blocks_per_sm = f
+        .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS as u32, 0, None)
+        .map_err(CudaError::driver("querying occupancy"))?;
+    let usage = KernelUsage {
+        threads: BLOCK_THREADS as u32,
+        registers_per_thread,
+        static_shared_bytes,
+        dynamic_shared_bytes: 0,
+    };
+    let core_blocks_per_sm = occupancy::blocks_per_sm(&device.info.facts, &usage).blocks_per_sm;
+    Ok(KernelResources {
+        kernel: id,
+        registers_per_thread,
+        static_shared_bytes,
+        local_bytes_per_thread,
+        max_threads_per_block,
+        blocks_per_sm,
+        core_blocks_per_sm,
+        ptx_origin: origin,
+    })
+}

@@ -1,0 +1,145 @@
+//! Kernel launches: the only place with `unsafe` code in this crate.
+//!
+//! Each launch function is safe to call: it first checks every precondition of the kernel's
+//! launch contract it can check on the host (buffer lengths against the sizes the kernel will
+//! touch, alignment, grid against co-resident capacity) and returns
+//! [`CudaError::Contract`] when one fails; only then comes the single `unsafe` launch, whose
+//! `SAFETY` comment names each obligation and where it is met.
+//!
+//! [`sys`] holds the few other unsafe driver calls (library probes, event tracking, NVRTC's
+//! version).
+
+pub(crate) mod clear;
+pub(crate) mod projection;
+pub(crate) mod recurrence_wide;
+pub(crate) mod sys;
+
+use bilstm_kernels::params::{ClearParams, ProjectionParams, RecurrenceWideParams};
+use cudarc::driver::DeviceRepr;
+
+use crate::error::CudaError;
+
+/// A kernel's parameter struct, passed by value as the kernel's only argument.
+///
+/// A local newtype so this crate may implement cudarc's `DeviceRepr` for the parameter
+/// structs of `bilstm-kernels` (the orphan rule forbids implementing it on them directly).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KernelArg<T>(pub T);
+
+// SAFETY: `ClearParams` is `#[repr(C)]`, `Copy`, holds only integers (device addresses as
+// u64), and its layout equals `bl_clear_params` in kernels/cuda/clear.cu (size asserted on
+// both sides: 32 bytes; offsets pinned by bilstm_kernels' params tests). `KernelArg` is
+// `repr(transparent)`, so it has the same layout.
+unsafe impl DeviceRepr for KernelArg<ClearParams> {}
+// SAFETY: as above, `ProjectionParams` mirrors `bl_projection_params` in projection.cu (48
+// bytes, offsets tested).
+unsafe impl DeviceRepr for KernelArg<ProjectionParams> {}
+// SAFETY: as above, `RecurrenceWideParams` mirrors `bl_recurrence_wide_params` in
+// recurrence_wide.cu (104 bytes, offsets tested).
+unsafe impl DeviceRepr for KernelArg<RecurrenceWideParams> {}
+
+/// A device buffer as a kernel sees it: its address and how many elements it holds from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// Device address of the first element.
+    pub addr: u64,
+    /// Elements available from `addr`.
+    pub len: usize,
+}
+
+impl Span {
+    /// The span `offset..` of this one (elements of `elem_bytes` bytes), if inside.
+    pub(crate) fn offset(self, offset: usize, elem_bytes: usize) -> Option<Span> {
+        let rest = self.len.checked_sub(offset)?;
+        let bytes = u64::try_from(offset.checked_mul(elem_bytes)?).ok()?;
+        Some(Span {
+            addr: self.addr.checked_add(bytes)?,
+            len: rest,
+        })
+    }
+}
+
+/// Returns [`CudaError::Contract`] unless `have >= needed`.
+pub(crate) fn require(
+    kernel: &'static str,
+    what: &'static str,
+    needed: usize,
+    have: usize,
+) -> Result<(), CudaError> {
+    if have >= needed {
+        Ok(())
+    } else {
+        Err(CudaError::Contract {
+            kernel,
+            what,
+            needed: needed as u64,
+            have: have as u64,
+        })
+    }
+}
+
+/// Returns [`CudaError::Contract`] unless `addr` is a non-null multiple of `align`.
+pub(crate) fn require_aligned(
+    kernel: &'static str,
+    what: &'static str,
+    addr: u64,
+    align: u64,
+) -> Result<(), CudaError> {
+    if addr != 0 && align != 0 && addr.is_multiple_of(align) {
+        Ok(())
+    } else {
+        Err(CudaError::Contract {
+            kernel,
+            what,
+            needed: align,
+            have: addr % align.max(1),
+        })
+    }
+}
+
+/// `a * b` as `usize`, or [`CudaError::Contract`] on overflow.
+pub(crate) fn product(
+    kernel: &'static str,
+    what: &'static str,
+    factors: &[usize],
+) -> Result<usize, CudaError> {
+    factors
+        .iter()
+        .try_fold(1usize, |acc, &f| acc.checked_mul(f))
+        .ok_or(CudaError::Contract {
+            kernel,
+            what,
+            needed: u64::MAX,
+            have: 0,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_and_checks() {
+        let s = Span {
+            addr: 1024,
+            len: 10,
+        };
+        assert_eq!(s.offset(4, 4), Some(Span { addr: 1040, len: 6 }));
+        assert_eq!(s.offset(11, 4), None);
+        assert!(require("k", "x", 3, 3).is_ok());
+        assert!(matches!(
+            require("k", "x", 4, 3),
+            Err(CudaError::Contract {
+                needed: 4,
+                have: 3,
+                ..
+            })
+        ));
+        assert!(require_aligned("k", "x", 256, 16).is_ok());
+        assert!(require_aligned("k", "x", 0, 16).is_err());
+        assert!(require_aligned("k", "x", 20, 16).is_err());
+        assert_eq!(product("k", "x", &[2, 3, 4]).ok(), Some(24));
+        assert!(product("k", "x", &[usize::MAX, 2]).is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! GPU: bad input is refused before any work, special values never hang, and a lost partner
+//! block ends with `PartnerLost` instead of a hang.
+
+mod gpu_support;
+
+use std::time::{Duration, Instant};
+
+use bilstm_core::owned::random_input;
+use bilstm_core::{
+    Backend, BackendConfig, BackendError, Direction, ErrorKind, MathMode, StackShape,
+};
+use bilstm_cuda::{CudaError, StallInjection};
+use gpu_support::{INPUT_SEED, assert_same_bits, gpu, prepared, run, stack};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_input_is_refused() {
+    let shape = StackShape::pyannote().with_frames(8);
+    let st = stack(&shape);
+    let mut fresh = gpu();
+    let mut out = vec![0.0; shape.output_len(1).unwrap()];
+    let input = random_input(&shape, 1, INPUT_SEED);
+    let e = fresh.forward(&input, 1, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+
+    let mut b = prepared(&st, 4);
+    let e = b.forward(&input[1..], 1, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    let e = b.forward(&input, 1, &mut out[1..]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    let big = random_input(&shape, 5, INPUT_SEED);
+    let mut big_out = vec![0.0; shape.output_len(5).unwrap()];
+    let e = b.forward(&big, 5, &mut big_out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    // Batch 0 is valid and writes nothing.
+    b.forward(&[], 0, &mut []).expect("batch 0");
+    // Weights of another shape.
+    let other = stack(&StackShape {
+        features: 40,
+        ..shape
+    });
+    let e = b
+        .prepare(
+            &other.weights().unwrap(),
+            &BackendConfig {
+                shape,
+                max_batch: 1,
+                math: MathMode::Fp32,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    // The backend still works after refusals.
+    let _ = run(&mut prepared(&st, 1), &shape, &input, 1);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_lost_partner_ends_with_partner_lost_not_a_hang() {
+    let shape = StackShape::pyannote().with_frames(64);
+    let st = stack(&shape);
+    let batch = 20;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared(&st, batch);
+    let clean = run(&mut b, &shape, &input, batch);
+    b.set_spin_timeout(Duration::from_millis(200));
+    for (layer, direction, block) in [
+        (1, Direction::Reverse, 3),
+        (0, Direction::Forward, 17),
+        (3, Direction::Forward, 0),
+    ] {
+        b.inject_stall(Some(StallInjection {
+            layer,
+            direction,
+            block,
+        }));
+        let mut out = vec![0.0; shape.output_len(batch).unwrap()];
+        let started = Instant::now();
+        let e = b.forward(&input, batch, &mut out).unwrap_err();
+        let took = started.elapsed();
+        eprintln!(
+            "stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
+            took.as_secs_f64()
+        );
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        match e {
+            CudaError::PartnerLost {
+                layer: l,
+                direction: d,
+                ..
+            } => assert_eq!((l, d), (layer, direction)),
+            other => panic!("expected PartnerLost, got {other}"),
+        }
+        assert!(took < Duration::from_secs(30), "took {took:?}");
+    }
+    // Without the fault the same backend works again, bit for bit.
+    b.inject_stall(None);
+    let again = run(&mut b, &shape, &input, batch);
+    assert_same_bits(&clean, &again, "after recovering from lost partners");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn special_values_stay_in_their_window_and_never_hang() {
+    let shape = StackShape::pyannote().with_frames(32);
+    let st = stack(&shape);
+    let batch = 10;
+    let clean_input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared(&st, batch);
+    let clean = run(&mut b, &shape, &clean_input, batch);
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    let mut input = clean_input.clone();
+    input[2 * in_w + 5] = f32::NAN; // window 2
+    input[4 * in_w + 7] = f32::INFINITY; // window 4
+    input[6 * in_w + 9] = -1e30; // window 6: far beyond the exp clamp
+    input[8 * in_w + 11] = f32::from_bits(1); // window 8: a subnormal
+    let got = run(&mut b, &shape, &input, batch);
+    for w in 0..batch {
+        let window = &got[w * out_w..(w + 1) * out_w];
+        match w {
+            2 => assert!(
+                window.iter().any(|v| v.is_nan()),
+                "NaN input gives NaN output in its window"
+            ),
+            4 | 6 => assert!(
+                window.iter().all(|v| v.is_finite() && v.abs() <= 1.0),
+                "window {w}: saturates, stays finite"
+            ),
+            _ => assert!(window.iter().all(|v| v.is_finite()), "window {w}"),
+        }
+        if ![2, 4, 6, 8].contains(&w) {
+            assert_same_bits(
+                &clean[w * out_w..(w + 1) * out_w],
+                window,
+                &format!("window {w} untouched"),
+            );
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Shared helpers of the GPU tests (`tests/gpu_*.rs`): the backend, seeded stacks and inputs,
+//! the f64 reference computed in parallel threads, and error measures.
+//!
+//! GPU tests are `#[ignore = "needs a CUDA GPU"]`; on the GPU machine they run with
+//! `--include-ignored`, and there a missing GPU fails them (they never skip).
+
+// Test helpers: a failed expectation is a failed test.
+#![allow(dead_code, clippy::panic, clippy::expect_used, clippy::unwrap_used)]
+
+use std::sync::{Mutex, OnceLock};
+
+use bilstm_core::owned::{OwnedStack, random_input};
+use bilstm_core::reference::{forward_f64, relative_l2, workspace_len};
+use bilstm_core::{Backend, BackendConfig, MathMode, StackShape};
+use bilstm_cuda::CudaBackend;
+
+/// Seed of the test weights (`BILSTM_SEED` overrides it; printed by every test that uses it).
+pub fn seed() -> u64 {
+    std::env::var("BILSTM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_2026)
+}
+
+/// Seed of the test inputs.
+pub const INPUT_SEED: u64 = 17;
+
+/// The GPU FP32 budget (relative L2 against f64).
+pub fn budget() -> f64 {
+    bilstm_core::accuracy::gpu_budget(MathMode::Fp32)
+}
+
+/// A CUDA backend on device 0, or a failed test.
+pub fn gpu() -> CudaBackend {
+    match CudaBackend::new(0) {
+        Ok(b) => b,
+        Err(e) => panic!("GPU tests need a CUDA GPU with NVRTC: {e}"),
+    }
+}
+
+/// Weights U(-0.3, 0.3) for `shape` from [`seed`].
+pub fn stack(shape: &StackShape) -> OwnedStack {
+    OwnedStack::random(shape, seed(), 0.3)
+}
+
+/// A backend prepared for `shape` and batches up to `max_batch`.
+pub fn prepared(stack: &OwnedStack, max_batch: usize) -> CudaBackend {
+    let mut b = gpu();
+    let config = BackendConfig {
+        shape: stack.shape,
+        max_batch,
+        math: MathMode::Fp32,
+    };
+    b.prepare(&stack.weights().expect("weights"), &config)
+        .unwrap_or_else(|e| panic!("prepare: {e}"));
+    b
+}
+
+/// Runs `backend` on `input` (`batch` windows of `shape`).
+pub fn run(
+    backend: &mut impl Backend<Error = impl std::fmt::Display>,
+    shape: &StackShape,
+    input: &[f32],
+    batch: usize,
+) -> Vec<f32> {
+    let mut out = vec![f32::NAN; shape.output_len(batch).expect("output length")];
+    backend
+        .forward(input, batch, &mut out)
+        .unwrap_or_else(|e| panic!("forward of batch {batch}: {e}"));
+    out
+}
+
+/// The f64 reference of the first `windows` windows of `input`, one window per task on all
+/// cores (windows are independent, so window `k` of any batch is the same computation).
+pub fn reference(stack: &OwnedStack, input: &[f32], windows: usize) -> Vec<f64> {
+    let shape = stack.shape;
+    let weights = stack.weights().expect("weights");
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    let mut out = vec![0.0f64; windows * out_w];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(windows.max(1));
+    let next = Mutex::new(0usize);
+    let chunks: Vec<Mutex<&mut [f64]>> = out.chunks_mut(out_w).map(Mutex::new).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut ws = vec![0.0f64; workspace_len(&shape, 1).expect("workspace")];
+                loop {
+                    let w = {
+                        let mut n = next.lock().expect("counter");
+                        let w = *n;
+                        *n += 1;
+                        w
+                    };
+                    if w >= windows {
+                        break;
+                    }
+                    let mut chunk = chunks[w].lock().expect("chunk");
+                    forward_f64(
+                        &weights,
+                        &input[w * in_w..(w + 1) * in_w],
+                        1,
+                        &mut ws,
+                        &mut chunk,
+                    )
+                    .expect("reference");
+                }
+            });
+        }
+    });
+    drop(chunks);
+    out
+}
+
+/// The f64 reference of the first `windows` windows of the default test stack and input at
+/// `shape`, computed once per process and shape.
+pub fn cached_reference(shape: &StackShape, windows: usize) -> Vec<f64> {
+    type Cache = Mutex<Vec<(StackShape, Vec<f64>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+    let out_w = shape.frames * shape.output_width();
+    if let Some((_, v)) = cache
+        .lock()
+        .expect("cache")
+        .iter()
+        .find(|(s, v)| s == shape && v.len() >= windows * out_w)
+    {
+        return v[..windows * out_w].to_vec();
+    }
+    let stack = stack(shape);
+    let input = random_input(shape, windows, INPUT_SEED);
+    let started = std::time::Instant::now();
+    let v = reference(&stack, &input, windows);
+    eprintln!(
+        "f64 reference: {windows} windows of {} frames in {:.1} s",
+        shape.frames,
+        started.elapsed().as_secs_f64()
+    );
+    cache.lock().expect("cache").push((*shape, v.clone()));
+    v
+}
+
+/// Relative L2 error of `got` against `want`, and the largest absolute difference.
+pub fn errors(got: &[f32], want: &[f64]) -> (f64, f64) {
+    let max_abs = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (f64::from(g) - w).abs())
+        .fold(0.0, f64::max);
+    (relative_l2(got, want), max_abs)
+}
+
+/// Whether two outputs have the same bits everywhere; else the first differing index.
+pub fn first_difference(a: &[f32], b: &[f32]) -> Option<usize> {
+    if a.len() != b.len() {
+        return Some(a.len().min(b.len()));
+    }
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x.to_bits() != y.to_bits())
+}
+
+/// Asserts bitwise equality with a helpful message.
+pub fn assert_same_bits(a: &[f32], b: &[f32], what: &str) {
+    if let Some(i) = first_difference(a, b) {
+        panic!(
+            "{what}: first difference at {i}: {:?} vs {:?}",
+            a.get(i),
+            b.get(i)
+        );
+    }
+}

@@ -1,0 +1,68 @@
+// common.cuh: what every bilstm kernel shares: the geometry guard, fixed-width aliases and the
+// few inline-PTX primitives NVRTC has no header for.
+//
+// NVRTC is given no include path, so this file (like every kernel) uses no CUDA header: no
+// cuda_fp16.h, no cooperative_groups.h, no <cstdint>. Built-ins it relies on: float4,
+// __fmaf_rn, rintf, fabsf, copysignf, __float_as_uint, __uint_as_float, __shfl_xor_sync,
+// __syncthreads_or, __brev, atomicCAS. The Rust side (bilstm_kernels::expand_source) pastes
+// this header in place of its #include line, once per translation unit.
+//
+// Names defined here start with `bl_` (functions, types) or `BL_` (constants): the prefix
+// `BILSTM_` is reserved for the -D defines of bilstm_core::geometry::defines(), which a CPU
+// test checks.
+
+#ifndef BILSTM_HIDDEN
+#error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
+#endif
+
+typedef unsigned int bl_u32;
+typedef unsigned long long bl_u64;
+typedef long long bl_i64;
+
+static_assert(sizeof(bl_u32) == 4, "bl_u32 is 32 bits");
+static_assert(sizeof(bl_u64) == 8, "bl_u64 is 64 bits");
+static_assert(sizeof(void*) == 8, "device pointers are 64 bits (the params structs assume it)");
+
+// Every thread of a warp takes part in each shuffle of these kernels.
+#define BL_FULL_MASK 0xffffffffu
+
+// Shared-memory rows that are read as float4 are padded by one 16-byte vector where a plain
+// power-of-two row would make a warp's stores hit one bank several times.
+#define BL_SMEM_PAD_FLOATS 4
+
+// Error codes written to the first word of a kernel's `error` array (mirrored by
+// bilstm_kernels::params::ERROR_* in Rust; a CPU test compares the two).
+#define BL_ERROR_NONE 0
+#define BL_ERROR_PARTNER_LOST 1
+
+// A relaxed, GPU-scope 64-bit load (single-copy atomic: the flag and the value in one word
+// always come from the same store).
+__device__ __forceinline__ bl_u64 bl_ld_relaxed_u64(const bl_u64* address) {
+    bl_u64 value;
+    asm volatile("ld.relaxed.gpu.b64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
+    return value;
+}
+
+// A relaxed, GPU-scope 64-bit store (see bl_ld_relaxed_u64).
+__device__ __forceinline__ void bl_st_relaxed_u64(bl_u64* address, bl_u64 value) {
+    asm volatile("st.relaxed.gpu.b64 [%0], %1;" : : "l"(address), "l"(value) : "memory");
+}
+
+// A relaxed, GPU-scope 32-bit load (used to peek at the error word while spinning).
+__device__ __forceinline__ int bl_ld_relaxed_i32(const int* address) {
+    int value;
+    asm volatile("ld.relaxed.gpu.b32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+    return value;
+}
+
+// The GPU's global nanosecond timer (%globaltimer): what bounds every spin.
+__device__ __forceinline__ bl_u64 bl_globaltimer_ns() {
+    bl_u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Reverses the low `bits` bits of `x` (bits in 1..=32).
+__device__ __forceinline__ bl_u32 bl_bit_reverse(bl_u32 x, int bits) {
+    return __brev(x) >> (32 - bits);
+}

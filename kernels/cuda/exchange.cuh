@@ -1,0 +1,60 @@
+// exchange.cuh: the hidden-state exchange between the blocks of a cooperative recurrence
+// (DESIGN.md section 4), mirroring bilstm_core::exchange function for function.
+//
+// A producer publishes each hidden value of step `step` as one aligned 64-bit word: high half
+// the flag bl_exchange_flag(layer, frames, step) = layer * frames + step + 1 (never 0), low
+// half the f32 bits (bl_exchange_word, = exchange::word). It stores the word with a relaxed
+// GPU-scope 64-bit store; a consumer spins on a relaxed 64-bit load of the same address until
+// the high half equals the flag it waits for. Single-copy atomicity of the 64-bit access keeps
+// flag and value together, so no fence and no counter are needed. Step `step` writes parity
+// slot step % 2. The whole span is zeroed (clear.cu) before every forward pass, and flags
+// include the layer, so one clear per pass suffices and no stale word can match.
+//
+// Word index from the aligned base (exchange::ExchangeLayout::word_index):
+//   direction * direction_stride + tile * tile_stride + slot * slot_stride
+//   + block * block_stride + window * units_per_block + unit
+
+#ifndef BILSTM_HIDDEN
+#error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
+#endif
+
+static_assert(BILSTM_EXCHANGE_WORD_BYTES == sizeof(bl_u64), "one exchange word is 64 bits");
+static_assert(BILSTM_EXCHANGE_SLOTS == 2, "parity slots: step t writes slot t % 2");
+
+// The strides of one launch geometry, in words (bilstm_core::exchange::ExchangeLayout).
+struct bl_exchange_layout {
+    bl_u32 units_per_block;
+    bl_u32 block_stride;
+    bl_u32 slot_stride;
+    bl_u32 tile_stride;
+    bl_u32 direction_stride;
+};
+
+// exchange::ExchangeLayout::word_index.
+__device__ __forceinline__ bl_u64 bl_word_index(const bl_exchange_layout& layout, bl_u32 direction,
+                                                bl_u32 tile, bl_u32 slot, bl_u32 block,
+                                                bl_u32 window, bl_u32 unit) {
+    return (bl_u64)direction * layout.direction_stride + (bl_u64)tile * layout.tile_stride +
+           (bl_u64)slot * layout.slot_stride + (bl_u64)block * layout.block_stride +
+           (bl_u64)window * layout.units_per_block + unit;
+}
+
+// exchange::flag: layer * frames + step + 1 (the host checks that it fits 32 bits).
+__device__ __forceinline__ bl_u32 bl_exchange_flag(bl_u32 layer, bl_u32 frames, bl_u32 step) {
+    return layer * frames + step + 1u;
+}
+
+// exchange::word: flag in the high 32 bits, the value's bits in the low 32.
+__device__ __forceinline__ bl_u64 bl_exchange_word(bl_u32 flag, float value) {
+    return ((bl_u64)flag << 32) | (bl_u64)__float_as_uint(value);
+}
+
+// The flag of a word.
+__device__ __forceinline__ bl_u32 bl_exchange_word_flag(bl_u64 word) {
+    return (bl_u32)(word >> 32);
+}
+
+// The value of a word.
+__device__ __forceinline__ float bl_exchange_word_value(bl_u64 word) {
+    return __uint_as_float((bl_u32)(word & 0xffffffffull));
+}

@@ -1,0 +1,143 @@
+// numerics.cuh: the arithmetic every recurrence kernel shares (DESIGN.md section 4).
+//
+// Every recurrence kernel (wide now; tiled and resident later) computes a gate exactly as
+// written here, so their outputs are bitwise identical. The file is compiled with
+// --fmad=false: the compiler contracts no multiply-add on its own, and every FMA below is an
+// explicit __fmaf_rn (fma.rn.f32). Hex bit patterns of constants are given in comments.
+//
+// 1. Recurrent dot product of one gate row with h (HIDDEN = 128 terms): DOT_CHAINS = 16
+//    partial chains; chain j covers k = 8j .. 8j+7 in ascending k, starting from 0.0f:
+//        c_j = fma(R[8j+7], h[8j+7], ... fma(R[8j+1], h[8j+1], fma(R[8j], h[8j], 0.0f)))
+//    and the 16 chains are summed by the fixed pairwise tree
+//        dot = (((c0+c1)+(c2+c3)) + ((c4+c5)+(c6+c7))) + (((c8+c9)+(c10+c11)) + ((c12+c13)+(c14+c15)))
+//    (bl_dot_tree16). A kernel may evaluate the tree with shuffles across lanes: IEEE
+//    addition is commutative, so a + b and b + a give the same bits; only the tree's shape
+//    matters, and each kernel documents how its shuffles realise this one.
+//    At step 0, h = 0 and the dot is +0.0f (what the chains give for finite R); kernels skip
+//    the arithmetic and use +0.0f.
+// 2. Gate pre-activation: (proj + dot) + bias (bl_preactivation): the input projection
+//    (from the projection kernel) plus the recurrent dot first, the packed combined bias
+//    (Wb + Rb) last, as ONNX Runtime's CPU kernel does.
+// 3. exp: bl_expf, the accurate-expf construction (clamp, split ln 2, ex2.approx of the
+//    remainder, exact scaling by 2^n).
+// 4. reciprocal: bl_rcp, rcp.approx.f32 plus one Newton step.
+// 5. sigmoid(x) = bl_rcp(1 + bl_expf(-x)); tanh: Cephes polynomial below |x| = 0.625, else
+//    sign(x) * (1 - 2 * bl_rcp(bl_expf(2|x|) + 1)).
+// 6. Cell: c' = fma(f, c, i * g) (i * g rounded first, then one fused multiply-add), and
+//    h = o * tanh(c').
+//
+// Special values: a NaN pre-activation gives a NaN gate (the clamps below keep NaN); +-inf
+// saturate (sigmoid to 0 or 1, tanh to -1 or +1), so h stays finite unless a NaN entered.
+
+// log2(e) rounded to f32: 0x3fb8aa3b.
+#define BL_LOG2E 1.44269502162933349609375f
+// ln(2) split for the Cody-Waite reduction: hi = ln 2 rounded to f32 (0x3f317218), lo = the
+// rest rounded to f32 (0xb102e308); hi + lo equals ln 2 to about 1e-16 (2^-53).
+#define BL_LN2_HI 0.693147182464599609375f
+#define BL_LN2_LO -1.9046542121259336e-09f
+// The exp input clamp: e^-87 and e^88 are normal f32 values, and n = rint(x log2 e) stays in
+// -126 ..= 127, so 2^n is a normal f32 built from exponent bits alone.
+#define BL_EXP_MIN -87.0f
+#define BL_EXP_MAX 88.0f
+// Below this |x| tanh uses the Cephes polynomial (Cephes tanhf.c: "|x| < 0.625").
+#define BL_TANH_POLY_LIMIT 0.625f
+// Cephes tanhf.c coefficients (S. L. Moshier, Cephes Math Library 2.2, tanhf.c:
+// tanh(x) = x + x^3 P(x^2) for |x| < 0.625, relative error about 1.3e-7 in IEEE single).
+#define BL_TANH_P0 -5.70498872745e-3f
+#define BL_TANH_P1 2.06390887954e-2f
+#define BL_TANH_P2 -5.37397155531e-2f
+#define BL_TANH_P3 1.33314422036e-1f
+#define BL_TANH_P4 -3.33332819422e-1f
+
+// 2^x by the hardware's ex2.approx.ftz.f32 (|x| <= 0.5 here: no subnormal in or out, so the
+// flush-to-zero variant gives the same result as the plain one).
+__device__ __forceinline__ float bl_ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// e^x: clamp x to [-87, 88] (NaN passes through), n = rint(x * log2 e), r = x - n ln 2 with
+// ln 2 = hi + lo (two FMAs), e^r = 2^(r * log2 e) by ex2.approx, then the exact scaling by
+// 2^n, built from exponent bits: (n + 127) << 23.
+__device__ __forceinline__ float bl_expf(float x) {
+    x = (x < BL_EXP_MIN) ? BL_EXP_MIN : x;
+    x = (x > BL_EXP_MAX) ? BL_EXP_MAX : x;
+    const float n = rintf(x * BL_LOG2E);
+    float r = __fmaf_rn(-n, BL_LN2_HI, x);
+    r = __fmaf_rn(-n, BL_LN2_LO, r);
+    const float er = bl_ex2_approx(r * BL_LOG2E);
+    // For NaN x, n is NaN and the conversion gives some integer: er is NaN, so is the result.
+    const int ni = (int)n;
+    const float scale = __uint_as_float((bl_u32)(ni + 127) << 23);
+    return er * scale;
+}
+
+// 1 / x: the hardware estimate rcp.approx.f32, then one Newton step
+// y' = y + y (1 - x y) as two FMAs: e = fma(-x, y, 1), y' = fma(y, e, y).
+__device__ __forceinline__ float bl_rcp(float x) {
+    float y;
+    asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    const float e = __fmaf_rn(-x, y, 1.0f);
+    return __fmaf_rn(y, e, y);
+}
+
+// The logistic sigmoid: bl_rcp(1 + bl_expf(-x)).
+__device__ __forceinline__ float bl_sigmoid(float x) {
+    return bl_rcp(1.0f + bl_expf(-x));
+}
+
+// tanh: for |x| < 0.625 the Cephes odd polynomial, Horner with FMAs:
+//   s = x * x; p = fma(fma(fma(fma(P0, s, P1), s, P2), s, P3), s, P4); tanh = fma(p * s, x, x)
+// else sign(x) * (1 - 2 * bl_rcp(bl_expf(2|x|) + 1)), the last step as fma(-2, r, 1).
+__device__ __forceinline__ float bl_tanhf(float x) {
+    const float a = fabsf(x);
+    if (a < BL_TANH_POLY_LIMIT) {
+        const float s = x * x;
+        float p = __fmaf_rn(BL_TANH_P0, s, BL_TANH_P1);
+        p = __fmaf_rn(p, s, BL_TANH_P2);
+        p = __fmaf_rn(p, s, BL_TANH_P3);
+        p = __fmaf_rn(p, s, BL_TANH_P4);
+        return __fmaf_rn(p * s, x, x);
+    }
+    const float r = bl_rcp(bl_expf(2.0f * a) + 1.0f);
+    return copysignf(__fmaf_rn(-2.0f, r, 1.0f), x);
+}
+
+// One 8-term chain of the recurrent dot product: ascending k, starting from 0.0f.
+__device__ __forceinline__ float bl_dot_chain8(const float r[BILSTM_DOT_CHAIN_TERMS],
+                                               const float h[BILSTM_DOT_CHAIN_TERMS]) {
+    float c = 0.0f;
+#pragma unroll
+    for (int m = 0; m < BILSTM_DOT_CHAIN_TERMS; ++m) {
+        c = __fmaf_rn(r[m], h[m], c);
+    }
+    return c;
+}
+
+// The fixed pairwise tree over the 16 chains, for kernels that hold all chains in one thread.
+__device__ __forceinline__ float bl_dot_tree16(const float c[BILSTM_DOT_CHAINS]) {
+    static_assert(BILSTM_DOT_CHAINS == 16, "the documented tree has 16 leaves");
+    const float p0 = (c[0] + c[1]) + (c[2] + c[3]);
+    const float p1 = (c[4] + c[5]) + (c[6] + c[7]);
+    const float p2 = (c[8] + c[9]) + (c[10] + c[11]);
+    const float p3 = (c[12] + c[13]) + (c[14] + c[15]);
+    return (p0 + p1) + (p2 + p3);
+}
+
+// A gate's pre-activation: (proj + dot) + bias.
+__device__ __forceinline__ float bl_preactivation(float proj, float dot, float bias) {
+    return (proj + dot) + bias;
+}
+
+// One LSTM cell update from the four pre-activations (packed gate order i, f, g, o):
+// i, f, o = sigmoid; g = tanh; c = fma(f, c, i * g); returns h = o * tanh(c).
+__device__ __forceinline__ float bl_lstm_cell(float pre_i, float pre_f, float pre_g, float pre_o,
+                                              float* c) {
+    const float i = bl_sigmoid(pre_i);
+    const float f = bl_sigmoid(pre_f);
+    const float g = bl_tanhf(pre_g);
+    const float o = bl_sigmoid(pre_o);
+    *c = __fmaf_rn(f, *c, i * g);
+    return o * bl_tanhf(*c);
+}
