@@ -2,25 +2,37 @@
 # bundle/run.sh (made by scripts/gpu-bundle): runs on the GPU machine, in ONE call:
 #   bash bundle/run.sh
 # Groups, each in its own log under $OUT (or bundle/out when OUT is unset), every group runs
-# even when an earlier one fails, within an overall time budget (BILSTM_RUN_BUDGET_S, 560 s by
-# default: the device tool stops a command at 600 s):
+# even when an earlier one fails, in this order (most important first), within an overall time
+# budget (BILSTM_RUN_BUDGET_S, 470 s by default: the device tool stops a command at 600 s; the
+# whole run takes about 6 minutes on the H200); BILSTM_RUN_ONLY="kernels bench ..." runs only
+# the groups named:
 #   env          nvidia-smi, the NVRTC / compute-sanitizer found
-#   device       GPU tests: device facts, kernel resources vs core occupancy, schedules
+#   device       GPU tests: device facts, every kernel's resources vs core occupancy (also at
+#                other block sizes and the resident kernel's dynamic shared bytes), plans
+#   kernels      GPU tests: wide vs tiled vs resident bit identity (batches 1..64, 589 frames),
+#                both projection tiles, accuracy per kind, dirty workspaces, schedules, graph
+#                replay vs eager, overrides
+#   bench        bench: each recurrence kind forced at batches 1,2,8,9,32,64,128,256,1024 (FP32),
+#                both FP32 projection tiles, and TF32 math (JSON lines; eager and graph replay)
+#   cudnn        cudnn_baseline.py at the same batches, FP32 and TF32, right after the bench
+#   memcheck / synccheck / racecheck   compute-sanitizer on gpu_sanitize (a small pass of each
+#                recurrence kernel, wide, tiled, resident, and a graph replay) and on the TF32
+#                projection's small pass when its test binary exists
+#   errors       GPU tests: bad input, lost partner -> PartnerLost (wide and tiled), NaN/Inf
 #   accuracy     GPU tests: vs the f64 reference (batches 1..64 at 589 frames, frames 1/2/17), vs CPU
-#   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, all schedules
-#   errors       GPU tests: bad input, lost partner -> PartnerLost, NaN/Inf inputs
-#   sanitize     GPU test for the sanitizers (batch 2, 17 frames), plain
-#   bench        bench --batches 1,32,256 (JSON lines) and, right after, cudnn_baseline.py
-#   memcheck / synccheck / racecheck   compute-sanitizer on the sanitize test
-#   cpu-tests    the library's unit tests and the NVRTC compile test (ptxas if found)
-# Then a summary: one line per group (status, seconds, log) plus the bench and cuDNN figures.
+#   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
+#   tf32         GPU tests of the TF32 projection (when built)
+#   cpu-unit / nvrtc / unavailable   the library's unit tests, NVRTC compile + ptxas, no-GPU test
+# Then a summary: one line per group (status, seconds, log), the timing table per kernel and
+# batch with cuDNN's figures from the same call and the ratios.
 set -u
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bin="$here/bin"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
-budget="${BILSTM_RUN_BUDGET_S:-560}"
+budget="${BILSTM_RUN_BUDGET_S:-470}"
+only="${BILSTM_RUN_ONLY:-}"
 start_all="$(date +%s)"
 summary=()
 failed=0
@@ -36,6 +48,9 @@ note() { printf '%s\n' "$*" | tee -a "$out/run.log"; }
 run_group() {
     local name="$1" max="$2" filter="$3"
     shift 3
+    if [ -n "$only" ] && ! printf ' %s ' "$only" | grep -q " $name "; then
+        return
+    fi
     local left
     left="$(remaining)"
     if [ "$left" -lt 15 ]; then
@@ -104,36 +119,51 @@ export RUST_BACKTRACE=1
 
 gpu_flags=(--include-ignored --test-threads=1 --nocapture)
 
-# --- GPU tests -------------------------------------------------------------------------
-run_group device 90 "$tests_filter" "$bin/gpu_device" "${gpu_flags[@]}"
-if grep -q "core occupancy disagrees\|OccupancyMismatch\|occupancy of bilstm" "$out/device.log"; then
+# --- GPU tests, most important first -----------------------------------------------------
+run_group device 60 "$tests_filter" "$bin/gpu_device" "${gpu_flags[@]}"
+if grep -q "core occupancy disagrees\|OccupancyMismatch\|occupancy of bilstm\|driver .*, core" "$out/device.log" 2>/dev/null; then
     export BILSTM_OCCUPANCY_CHECK=warn
     note "!!! core occupancy disagrees with the driver: later groups run with BILSTM_OCCUPANCY_CHECK=warn"
 fi
-run_group accuracy 200 "$tests_filter" "$bin/gpu_accuracy" "${gpu_flags[@]}"
-run_group determinism 150 "$tests_filter" "$bin/gpu_determinism" "${gpu_flags[@]}"
-run_group errors 120 "$tests_filter" "$bin/gpu_errors" "${gpu_flags[@]}"
-run_group sanitize 60 "$tests_filter" "$bin/gpu_sanitize" "${gpu_flags[@]}"
+run_group kernels 150 "$tests_filter|wide|tiled|resident" "$bin/gpu_kernels" "${gpu_flags[@]}"
 
 # --- bench and cuDNN, in the same call ---------------------------------------------------
-run_group bench 120 '^\{' "$bin/bench" --batches 1,32,256 --iters 30 --warmup 5
+sweep=1,2,8,9,32,64,128,256,1024
+run_group bench 170 '"error"|^Error' bash -c "
+    '$bin/bench' --batches $sweep --kinds wide,tiled,resident --tiles auto --maths fp32 --iters 20 --case-ms 700 &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles small,large --maths fp32 --iters 20 --case-ms 700 --no-graph &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700"
 grep -E '^\{' "$out/bench.log" >"$out/bench.jsonl" 2>/dev/null
 if command -v python3 >/dev/null 2>&1; then
-    run_group cudnn 150 '^\{|^torch|Error|error' python3 "$here/cudnn_baseline.py" --batches 1,32,256 --maths fp32 \
-        --json "$out/cudnn.json"
+    run_group cudnn 150 '^torch|Error|error' python3 "$here/cudnn_baseline.py" --batches "$sweep" --maths fp32,tf32 \
+        --reps 20 --json "$out/cudnn.json"
 else
     summary+=("cudnn        SKIPPED (no python3)")
 fi
 
 # --- compute-sanitizer --------------------------------------------------------------------
 if [ -n "$sanitizer" ]; then
+    sanitize_bins=("$bin/gpu_sanitize")
     for tool in memcheck synccheck racecheck; do
-        run_group "$tool" 150 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
+        run_group "$tool" 120 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
             env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
             "$bin/gpu_sanitize" "${gpu_flags[@]}"
+        if [ -x "$bin/gpu_tf32" ]; then
+            run_group "$tool-tf32" 60 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
+                env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
+                "$bin/gpu_tf32" "${gpu_flags[@]}" small_tf32_pass_for_sanitizers
+        fi
     done
 else
     summary+=("sanitizers   SKIPPED (compute-sanitizer not found)")
+fi
+
+# --- the remaining GPU tests ---------------------------------------------------------------
+run_group errors 90 "$tests_filter|stall" "$bin/gpu_errors" "${gpu_flags[@]}"
+run_group accuracy 120 "$tests_filter" "$bin/gpu_accuracy" "${gpu_flags[@]}"
+run_group determinism 120 "$tests_filter" "$bin/gpu_determinism" "${gpu_flags[@]}"
+if [ -x "$bin/gpu_tf32" ]; then
+    run_group tf32 90 "$tests_filter|tf32" "$bin/gpu_tf32" "${gpu_flags[@]}"
 fi
 
 # --- CPU-side tests, cheap, last ---------------------------------------------------------
@@ -146,31 +176,64 @@ run_group unavailable 30 "$tests_filter" "$bin/unavailable" --nocapture
     echo
     echo "=================== summary ($(elapsed)s, $failed group(s) not ok) ==================="
     for line in "${summary[@]}"; do echo "$line"; done
-    echo "--- bench (bilstm-cuda, forward_device, CUDA events):"
-    grep -E '^\{"bench' "$out/bench.log" 2>/dev/null | sed -E 's/.*"batch":([0-9]+).*"median_ms":([0-9.]+).*"us_per_step":([0-9.]+).*"tile_height":([0-9]+).*"concurrent":([a-z]+).*/  batch \1: \2 ms (\3 us\/step, tile height \4, concurrent \5)/'
-    echo "--- cuDNN (same call):"
-    grep -E '^\{' "$out/cudnn.log" 2>/dev/null | sed -E 's/.*"math": "([a-z0-9]+)", "batch": ([0-9]+).*"ms": ([0-9.]+).*"graph_ms": ([0-9.a-zA-Z]+).*/  \1 batch \2: \3 ms (graph \4)/'
-    if command -v python3 >/dev/null 2>&1 && [ -s "$out/bench.jsonl" ] && [ -s "$out/cudnn.log" ]; then
+    if command -v python3 >/dev/null 2>&1 && [ -s "$out/bench.jsonl" ]; then
         python3 - "$out/bench.jsonl" "$out/cudnn.log" <<'PY' || true
 import json, sys
-ours = {}
+rows = []
 for line in open(sys.argv[1]):
     try:
-        d = json.loads(line)
+        rows.append(json.loads(line))
     except ValueError:
+        pass
+cudnn = {}
+try:
+    for line in open(sys.argv[2]):
+        if line.startswith("{"):
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            cudnn[(d.get("math"), d.get("batch"))] = d
+except OSError:
+    pass
+def ms(d, key="median_ms"):
+    return "%.3f" % d[key] if d and d.get(key) is not None else "-"
+cases = {}
+for r in rows:
+    if "batch" not in r:
         continue
-    if "median_ms" in d:
-        ours[d["batch"]] = d["median_ms"]
-for line in open(sys.argv[2]):
-    if not line.startswith("{"):
-        continue
-    try:
-        d = json.loads(line)
-    except ValueError:
-        continue
-    b = d.get("batch")
-    if d.get("math") == "fp32" and b in ours and d.get("ms"):
-        print("  ratio batch %d: cuDNN FP32 %.3f ms / bilstm %.3f ms = %.2fx" % (b, d["ms"], ours[b], d["ms"] / ours[b]))
+    key = (r["math"], r["kind"], r["tile"], r["batch"])
+    cases[key] = r
+    if "error" in r:
+        print("  ERROR %s %s %s batch %d: %s" % key + (r["error"],))
+batches = sorted({k[3] for k in cases})
+print("--- ms per forward (forward_device, median; graph replay in brackets) and cuDNN, same call:")
+print("  %5s | %-17s %-17s %-17s | %-8s %-8s | %-15s %-15s | %s" % (
+    "batch", "wide", "tiled", "resident", "fp32 64", "fp32 128", "cuDNN fp32", "cuDNN tf32",
+    "cuDNN fp32/best, tf32 ours/cuDNN"))
+for b in batches:
+    cell = {}
+    for kind in ("wide", "tiled", "resident"):
+        r = cases.get(("fp32", kind, "auto", b))
+        cell[kind] = "%s [%s]" % (ms(r), ms(r, "graph_median_ms")) if r else "-"
+    small = cases.get(("fp32", "auto", "small", b))
+    large = cases.get(("fp32", "auto", "large", b))
+    c32 = cudnn.get(("fp32", b))
+    c16 = cudnn.get(("tf32", b))
+    tf = cases.get(("tf32", "auto", "auto", b))
+    best = min([cases[("fp32", k, "auto", b)]["median_ms"] for k in ("wide", "tiled", "resident")
+                if ("fp32", k, "auto", b) in cases and "median_ms" in cases[("fp32", k, "auto", b)]] or [float("nan")])
+    ratio = "%.2fx" % (c32["ms"] / best) if c32 and c32.get("ms") else "-"
+    tfr = "%.2fx" % (c16["ms"] / tf["median_ms"]) if c16 and c16.get("ms") and tf and "median_ms" in tf else "-"
+    print("  %5d | %-17s %-17s %-17s | %-8s %-8s | %-15s %-15s | %s, tf32 %s" % (
+        b, cell["wide"], cell["tiled"], cell["resident"], ms(small), ms(large),
+        "%s [%s]" % (ms(c32, "ms"), ms(c32, "graph_ms")) if c32 else "-",
+        "%s [%s]" % (ms(c16, "ms"), ms(c16, "graph_ms")) if c16 else "-", ratio, tfr))
+for b in batches:
+    r = cases.get(("fp32", "resident", "auto", b))
+    if r and "us_per_step" in r:
+        print("  resident batch %d: %.3f us/step, %s" % (b, r["us_per_step"], r.get("schedule", "")[:90]))
+        break
 PY
     fi
     echo "logs: $out"

@@ -24,7 +24,11 @@
 #![forbid(unsafe_code)]
 
 mod auto;
+#[doc(hidden)]
+pub mod cli;
 mod error;
+pub mod model;
+pub mod npy;
 
 pub use auto::{Auto, Selection};
 pub use bilstm_core as core;

@@ -1,56 +1,107 @@
-//! Times `CudaBackend::forward_device` (data already on the GPU) with CUDA events and prints
-//! one JSON line per batch:
+//! Times `CudaBackend::forward_device` (data already on the GPU) with CUDA events, for every
+//! requested recurrence kind, projection tile, math mode and batch, and prints one JSON line
+//! per case:
 //!
 //! ```text
-//! cargo run --release -p bilstm-cuda --example bench -- --batches 1,32,256 [--frames 589]
-//!     [--iters 30] [--warmup 5] [--tile auto|small|large]
+//! cargo run --release -p bilstm-cuda --example bench -- --batches 1,32,256
+//!     [--kinds auto,wide,tiled,resident] [--tiles auto,small,large,tf32] [--maths fp32,tf32]
+//!     [--frames 589] [--iters 30] [--warmup 3] [--case-ms 1500] [--no-graph] [--host]
 //! ```
 //!
 //! Weights: the built-in model (U(-0.3, 0.3)); inputs: seeded standard normal (non-zero).
-//! Each figure is the median of `--iters` passes after `--warmup` passes; a pass's time runs
-//! from an event recorded before the pass to one recorded after it (the pass ends with the
-//! 16-byte read of the kernels' error words, included). The host forward (upload, pass,
-//! download) is timed too, with the wall clock.
+//! A case forces its kind and tile through `CudaBackend::set_overrides` (`auto`: the plan's
+//! own choice); a combination the device cannot run prints a line with its `"error"`. Each
+//! figure is the median of the timed passes after `--warmup` passes; a pass's time runs from
+//! an event recorded before the pass to one recorded after it (the pass ends with the 16-byte
+//! read of the kernels' error words after a cooperative recurrence, included). Passes per case:
+//! `--iters`, fewer when one pass is long (at least 3, about `--case-ms` in all). Unless
+//! `--no-graph`, the same pass is also captured in a CUDA graph and its replays timed
+//! (`graph_median_ms`). `--host` adds the host forward (upload, pass, download), wall clock.
 
 use std::time::Instant;
 
 use bilstm_core::owned::{OwnedStack, random_input};
 use bilstm_core::{Backend, BackendConfig, MathMode};
-use bilstm_cuda::{CudaBackend, CudaError, ProjectionTile};
+use bilstm_cuda::{CudaBackend, CudaError, Overrides, ProjectionTile, RecurrenceKind};
 use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice};
 
 struct Args {
     batches: Vec<usize>,
+    kinds: Vec<Option<RecurrenceKind>>,
+    tiles: Vec<Option<ProjectionTile>>,
+    maths: Vec<MathMode>,
     frames: usize,
     iters: usize,
     warmup: usize,
-    tile: Option<ProjectionTile>,
+    case_ms: f64,
+    graph: bool,
+    host: bool,
+}
+
+fn list<T>(flag: &str, value: &str, one: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
+    value
+        .split(',')
+        .map(|v| one(v.trim()).ok_or_else(|| format!("{flag}: {v:?} is not valid")))
+        .collect()
 }
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
         batches: vec![1, 32, 256],
+        kinds: vec![None],
+        tiles: vec![None],
+        maths: vec![MathMode::Fp32],
         frames: 589,
         iters: 30,
-        warmup: 5,
-        tile: None,
+        warmup: 3,
+        case_ms: 1500.0,
+        graph: true,
+        host: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--no-graph" => {
+                a.graph = false;
+                continue;
+            }
+            "--host" => {
+                a.host = true;
+                continue;
+            }
+            _ => {}
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
         match flag.as_str() {
-            "--batches" => a.batches = value.split(',').map(num).collect::<Result<_, _>>()?,
+            "--batches" => a.batches = list(&flag, &value, |v| v.parse().ok())?,
+            "--kinds" => {
+                a.kinds = list(&flag, &value, |v| match v {
+                    "auto" => Some(None),
+                    "wide" => Some(Some(RecurrenceKind::Wide)),
+                    "tiled" => Some(Some(RecurrenceKind::Tiled)),
+                    "resident" => Some(Some(RecurrenceKind::Resident)),
+                    _ => None,
+                })?
+            }
+            "--tiles" | "--tile" => {
+                a.tiles = list(&flag, &value, |v| match v {
+                    "auto" => Some(None),
+                    "small" => Some(Some(ProjectionTile::Small64)),
+                    "large" => Some(Some(ProjectionTile::Large128)),
+                    "tf32" => Some(Some(ProjectionTile::Tf32)),
+                    _ => None,
+                })?
+            }
+            "--maths" => a.maths = list(&flag, &value, MathMode::parse)?,
             "--frames" => a.frames = num(&value)?,
             "--iters" => a.iters = num(&value)?.max(1),
             "--warmup" => a.warmup = num(&value)?,
-            "--tile" => {
-                a.tile = match value.as_str() {
-                    "auto" => None,
-                    "small" => Some(ProjectionTile::Small64),
-                    "large" => Some(ProjectionTile::Large128),
-                    other => return Err(format!("--tile {other}: auto, small or large")),
-                }
+            "--case-ms" => {
+                a.case_ms = value
+                    .parse()
+                    .map_err(|e| format!("--case-ms {value}: {e}"))?
             }
             other => return Err(format!("unknown flag {other}")),
         }
@@ -70,6 +121,144 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+fn driver(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError {
+    move |source| CudaError::Driver { what, source }
+}
+
+/// Times `pass` `iters` times between two events on the backend's stream, in ms.
+fn time_passes(
+    gpu: &mut CudaBackend,
+    events: &(CudaEvent, CudaEvent),
+    iters: usize,
+    mut pass: impl FnMut(&mut CudaBackend) -> Result<(), CudaError>,
+) -> Result<Vec<f64>, CudaError> {
+    let stream = gpu.stream().clone();
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        events.0.record(&stream).map_err(driver("record"))?;
+        pass(gpu)?;
+        events.1.record(&stream).map_err(driver("record"))?;
+        events.1.synchronize().map_err(driver("sync"))?;
+        times.push(f64::from(
+            events.0.elapsed_ms(&events.1).map_err(driver("elapsed"))?,
+        ));
+    }
+    Ok(times)
+}
+
+fn kind_name(k: Option<RecurrenceKind>) -> String {
+    k.map_or("auto".into(), |k| k.to_string())
+}
+
+fn tile_name(t: Option<ProjectionTile>) -> &'static str {
+    match t {
+        None => "auto",
+        Some(ProjectionTile::Small64) => "small",
+        Some(ProjectionTile::Large128) => "large",
+        Some(ProjectionTile::Tf32) => "tf32",
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+struct Case {
+    kind: Option<RecurrenceKind>,
+    tile: Option<ProjectionTile>,
+    batch: usize,
+}
+
+/// Runs one case; returns the JSON fields after the case's own.
+fn run_case(
+    gpu: &mut CudaBackend,
+    args: &Args,
+    case: &Case,
+    events: &(CudaEvent, CudaEvent),
+) -> Result<String, CudaError> {
+    let shape = gpu
+        .config()
+        .ok_or(bilstm_core::CoreError::NotPrepared)?
+        .shape;
+    gpu.set_overrides(Overrides {
+        recurrence: case.kind,
+        projection: case.tile,
+    })?;
+    let batch = case.batch;
+    let stream = gpu.stream().clone();
+    let input = random_input(&shape, batch, 1);
+    let out_len = shape.output_len(batch)?.max(1);
+    let d_in: CudaSlice<f32> = stream.clone_htod(&input).map_err(driver("upload"))?;
+    let mut d_out = stream
+        .alloc_zeros::<f32>(out_len)
+        .map_err(driver("alloc"))?;
+    let first = Instant::now();
+    gpu.forward_device(&d_in, batch, &mut d_out)?;
+    let first_ms = first.elapsed().as_secs_f64() * 1e3;
+    for _ in 1..args.warmup.max(1) {
+        gpu.forward_device(&d_in, batch, &mut d_out)?;
+    }
+    let iters = ((args.case_ms / first_ms.max(1e-3)) as usize).clamp(3, args.iters.max(3));
+    let mut times = time_passes(gpu, events, iters, |g| {
+        g.forward_device(&d_in, batch, &mut d_out)
+    })?;
+    let s = gpu.last_forward().ok_or(CudaError::Internal {
+        what: "no forward summary".into(),
+    })?;
+    let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = times.iter().copied().fold(0.0, f64::max);
+    let med = median(&mut times);
+    let mut extra = String::new();
+    if args.graph {
+        let g_out = stream
+            .alloc_zeros::<f32>(out_len)
+            .map_err(driver("alloc"))?;
+        let g_in = stream.clone_htod(&input).map_err(driver("upload"))?;
+        match gpu.capture_forward_device(g_in, batch, g_out) {
+            Ok(graph) => {
+                gpu.replay(&graph)?;
+                let mut g = time_passes(gpu, events, iters, |b| b.replay(&graph))?;
+                extra.push_str(&format!(",\"graph_median_ms\":{:.4}", median(&mut g)));
+            }
+            Err(e) => extra.push_str(&format!(",\"graph_error\":{}", json_str(&e.to_string()))),
+        }
+    }
+    if args.host {
+        let mut host_out = vec![0.0f32; shape.output_len(batch)?];
+        let mut host = Vec::new();
+        for _ in 0..iters.min(10) {
+            let t = Instant::now();
+            gpu.forward(&input, batch, &mut host_out)?;
+            host.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        extra.push_str(&format!(
+            ",\"host_forward_median_ms\":{:.4}",
+            median(&mut host)
+        ));
+    }
+    let steps = (shape.layers * shape.frames) as f64;
+    Ok(format!(
+        "\"recurrence\":\"{}\",\"projection_tile\":\"{}\",\"median_ms\":{med:.4},\"min_ms\":{min:.4},\"max_ms\":{max:.4},\"iters\":{iters},\"us_per_step\":{:.4},\"windows_per_s\":{:.1},\"co_resident_blocks\":{},\"schedule\":{}{extra}",
+        s.recurrence,
+        tile_name(Some(s.projection_tile)),
+        med * 1e3 / steps,
+        batch as f64 * 1e3 / med,
+        s.co_resident_blocks,
+        json_str(&s.plan.schedule.reason.to_string()),
+    ))
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse()?;
     let model = OwnedStack::builtin();
@@ -81,101 +270,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let max_batch = args.batches.iter().copied().max().unwrap_or(1);
     let mut gpu = CudaBackend::new(0)?;
-    gpu.set_projection_tile(args.tile);
-    gpu.prepare(
-        &stack.weights()?,
-        &BackendConfig {
-            shape,
-            max_batch,
-            math: MathMode::Fp32,
-        },
-    )?;
     let name = gpu.device().name.clone();
-    let stream = gpu.stream().clone();
     let ctx = gpu.context().clone();
-    for &batch in &args.batches {
-        let input = random_input(&shape, batch, 1);
-        let d_in = stream.clone_htod(&input).map_err(|e| CudaError::Driver {
-            what: "upload",
-            source: e,
-        })?;
-        let mut d_out = stream
-            .alloc_zeros::<f32>(shape.output_len(batch)?.max(1))
-            .map_err(|e| CudaError::Driver {
-                what: "alloc",
-                source: e,
-            })?;
-        for _ in 0..args.warmup {
-            gpu.forward_device(&d_in, batch, &mut d_out)?;
-        }
-        let start = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| CudaError::Driver {
-                what: "event",
-                source: e,
-            })?;
-        let end = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| CudaError::Driver {
-                what: "event",
-                source: e,
-            })?;
-        let mut times = Vec::with_capacity(args.iters);
-        for _ in 0..args.iters {
-            start.record(&stream).map_err(|e| CudaError::Driver {
-                what: "record",
-                source: e,
-            })?;
-            gpu.forward_device(&d_in, batch, &mut d_out)?;
-            end.record(&stream).map_err(|e| CudaError::Driver {
-                what: "record",
-                source: e,
-            })?;
-            end.synchronize().map_err(|e| CudaError::Driver {
-                what: "sync",
-                source: e,
-            })?;
-            times.push(f64::from(start.elapsed_ms(&end).map_err(|e| {
-                CudaError::Driver {
-                    what: "elapsed",
-                    source: e,
+    let events = (
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver("event"))?,
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver("event"))?,
+    );
+    for &math in &args.maths {
+        gpu.set_overrides(Overrides::default())?;
+        gpu.prepare(
+            &stack.weights()?,
+            &BackendConfig {
+                shape,
+                max_batch,
+                math,
+            },
+        )?;
+        for &kind in &args.kinds {
+            for &tile in &args.tiles {
+                for &batch in &args.batches {
+                    let case = Case { kind, tile, batch };
+                    let head = format!(
+                        "\"bench\":\"bilstm-cuda forward_device\",\"device\":{},\"math\":\"{math}\",\"kind\":\"{}\",\"tile\":\"{}\",\"batch\":{batch},\"frames\":{}",
+                        json_str(&name),
+                        kind_name(kind),
+                        tile_name(tile),
+                        shape.frames
+                    );
+                    match run_case(&mut gpu, &args, &case, &events) {
+                        Ok(fields) => println!("{{{head},{fields}}}"),
+                        Err(e) => println!("{{{head},\"error\":{}}}", json_str(&e.to_string())),
+                    }
                 }
-            })?));
+            }
         }
-        let min = times.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = times.iter().copied().fold(0.0, f64::max);
-        let med = median(&mut times);
-        let mut host_out = vec![0.0f32; shape.output_len(batch)?];
-        let mut host = Vec::new();
-        for _ in 0..args.iters.min(10) {
-            let t = Instant::now();
-            gpu.forward(&input, batch, &mut host_out)?;
-            host.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-        let host_med = median(&mut host);
-        let s = gpu.last_forward().ok_or("no forward summary")?;
-        let steps = (shape.layers * shape.frames) as f64;
-        println!(
-            "{{\"bench\":\"bilstm-cuda forward_device\",\"device\":\"{name}\",\"batch\":{batch},\"frames\":{},\"median_ms\":{med:.4},\"min_ms\":{min:.4},\"max_ms\":{max:.4},\"iters\":{},\"us_per_step\":{:.4},\"windows_per_s\":{:.1},\"tile_height\":{},\"tiles\":{},\"concurrent\":{},\"launches_per_direction\":{},\"projection_tile\":\"{:?}\",\"co_resident_blocks\":{},\"host_forward_median_ms\":{host_med:.4}}}",
-            shape.frames,
-            args.iters,
-            med * 1e3 / steps,
-            batch as f64 * 1e3 / med,
-            s.schedule.tile_height,
-            s.schedule.tiles,
-            s.schedule.concurrent,
-            s.schedule.launches_per_direction(),
-            s.projection_tile,
-            s.co_resident_blocks,
-        );
     }
     if let Some(resources) = gpu.kernel_resources() {
         for r in resources {
             println!(
-                "{{\"kernel\":\"{}\",\"registers\":{},\"static_shared_bytes\":{},\"local_bytes\":{},\"blocks_per_sm\":{},\"core_blocks_per_sm\":{}}}",
+                "{{\"kernel\":\"{}\",\"threads\":{},\"registers\":{},\"static_shared_bytes\":{},\"dynamic_shared_bytes\":{},\"local_bytes\":{},\"blocks_per_sm\":{},\"core_blocks_per_sm\":{}}}",
                 r.kernel,
+                r.threads,
                 r.registers_per_thread,
                 r.static_shared_bytes,
+                r.dynamic_shared_bytes,
                 r.local_bytes_per_thread,
                 r.blocks_per_sm,
                 r.core_blocks_per_sm

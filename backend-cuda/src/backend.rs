@@ -1,39 +1,61 @@
 //! [`CudaBackend`]: the [`Backend`] implementation on one GPU.
 //!
+//! # Plans
+//! Every forward pass runs the plan core selects for its batch
+//! (`bilstm_core::plan::select_with`) from the driver's device facts, the compiled kernels' real
+//! resources (registers, static and dynamic shared bytes: [`CudaBackend::plan_resources`]) and
+//! the caller's [`Overrides`]. Planning is pure and cheap, so it happens per forward batch;
+//! buffers are sized at [`Backend::prepare`] for the largest batch and for every recurrence kind,
+//! so a forced kind never needs a new allocation. [`CudaBackend::plan`] shows the plan a batch
+//! gets.
+//!
 //! # A forward pass
-//! Everything is enqueued on the main stream except the reverse direction's recurrences,
-//! which run on a side stream when the schedule runs both directions at once:
+//! Everything is enqueued on the main stream except the reverse direction's cooperative
+//! recurrences, which run on a side stream when the schedule runs both directions at once:
 //!
 //! 1. upload the input (host forward only);
-//! 2. `clear`: zero the exchange and the error words (one launch per pass: flags include the
-//!    layer);
-//! 3. per layer: the projection of both directions (one launch, grid.z = direction); record
-//!    `proj_done`, the side stream waits on it; the forward recurrence on the main stream and
-//!    the reverse one on the side stream (concurrent schedule) or both on the main stream,
-//!    each split into the schedule's launches; record `side_done` on the side stream, the
-//!    main stream waits on it (the next layer reads both directions' output);
-//! 4. download the output (host forward), read the error words, synchronise. A kernel that
-//!    gave up waiting for a partner becomes [`CudaError::PartnerLost`].
+//! 2. cooperative recurrences (wide, tiled) only: `clear` zeroes the exchange and the error
+//!    words (one launch per pass: flags include the layer);
+//! 3. per layer: the projection of both directions (one launch, grid.z = direction), then
+//!    - wide / tiled: record `proj_done`, the side stream waits on it; the forward recurrence
+//!      on the main stream and the reverse one on the side stream (concurrent schedule) or
+//!      both on the main stream, each split into the schedule's launches; record `side_done`
+//!      on the side stream, the main stream waits on it (the next layer reads both
+//!      directions' output);
+//!    - resident: one ordinary launch of `2 * batch` blocks on the main stream (both
+//!      directions; no exchange, no clear, no side stream);
+//! 4. download the output (host forward), synchronise; after a cooperative pass read the error
+//!    words: a kernel that gave up waiting for a partner becomes [`CudaError::PartnerLost`].
 //!
-//! Nothing is allocated in a forward pass; all buffers come from [`Backend::prepare`].
+//! Nothing is allocated and nothing synchronises the host while a pass is enqueued, so a pass
+//! can be captured in a CUDA graph ([`CudaBackend::capture_forward_device`]) and replayed
+//! ([`CudaBackend::replay`], which checks the error words after the graph ran).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bilstm_core::exchange::ExchangeLayout;
 use bilstm_core::layout::StackPacking;
-use bilstm_core::plan::ProjectionTile;
-use bilstm_core::plan::projection::fp32_tile_for_rows;
-use bilstm_core::schedule::{CoopSchedule, choose_wide_schedule};
-use bilstm_core::{Backend, BackendConfig, CoreError, Direction, StackWeights};
+use bilstm_core::plan::{
+    self, Overrides, Plan, ProjectionTile, RecurrenceKind, RecurrenceSchedule,
+};
+use bilstm_core::schedule::CoopSchedule;
+use bilstm_core::{
+    Backend, BackendConfig, CoreError, Direction, MathMode, StackShape, StackWeights,
+};
 use bilstm_kernels::KernelId;
 use bilstm_kernels::params::{ERROR_NONE, ERROR_PARTNER_LOST, ERROR_WORDS};
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
+};
 
 use crate::buffers::{Buffers, span};
 use crate::device::{Device, DeviceInfo, KernelResources, Kernels};
 use crate::error::CudaError;
 use crate::launch::projection::ProjectionArgs;
+use crate::launch::recurrence_resident::ResidentArgs;
+use crate::launch::recurrence_tiled::TiledArgs;
 use crate::launch::recurrence_wide::WideArgs;
 use crate::launch::{self, Span};
 
@@ -45,8 +67,8 @@ pub const DEFAULT_SPIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// runs under compute-sanitizer, which slows kernels by orders of magnitude).
 pub const SPIN_TIMEOUT_ENV: &str = "BILSTM_SPIN_TIMEOUT_MS";
 
-/// Test-only fault injection: one block of one recurrence launch returns at once and never
-/// publishes, so its partners must time out (see [`CudaBackend::inject_stall`]).
+/// Test-only fault injection: one block of one cooperative recurrence launch returns at once
+/// and never publishes, so its partners must time out (see [`CudaBackend::inject_stall`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StallInjection {
     /// The layer whose recurrence is hit.
@@ -57,17 +79,101 @@ pub struct StallInjection {
     pub block: u32,
 }
 
-/// What the last forward pass ran.
+/// What a forward pass ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForwardSummary {
     /// The batch.
     pub batch: usize,
-    /// The wide recurrence's schedule.
+    /// The plan it ran (recurrence kind, schedule, projection tile, with reasons).
+    pub plan: Plan,
+    /// The recurrence kernel (`plan.recurrence.choice`).
+    pub recurrence: RecurrenceKind,
+    /// The cooperative schedule of a wide or tiled recurrence. For the resident recurrence it
+    /// describes the one resident grid in the same terms: `batch` one-window "tiles" of two
+    /// blocks (one per direction), both directions at once, one launch.
     pub schedule: CoopSchedule,
-    /// The projection tile.
+    /// The projection tile (`plan.projection.choice`).
     pub projection_tile: ProjectionTile,
-    /// Blocks of the wide recurrence the device holds at once.
+    /// Blocks of the recurrence kernel the device holds at once (`plan.co_resident_blocks`).
     pub co_resident_blocks: usize,
+}
+
+impl ForwardSummary {
+    fn of(plan: Plan) -> Self {
+        let schedule = match plan.schedule.choice {
+            RecurrenceSchedule::Cooperative(s) => s,
+            RecurrenceSchedule::Resident { grid_blocks } => CoopSchedule {
+                kind: RecurrenceKind::Resident,
+                tile_height: 1,
+                blocks_per_tile: 2,
+                tiles: grid_blocks / 2,
+                concurrent: true,
+                tiles_per_launch: grid_blocks / 2,
+            },
+        };
+        ForwardSummary {
+            batch: plan.batch,
+            plan,
+            recurrence: plan.recurrence.choice,
+            schedule,
+            projection_tile: plan.projection.choice,
+            co_resident_blocks: plan.co_resident_blocks,
+        }
+    }
+}
+
+/// A forward pass captured in a CUDA graph ([`CudaBackend::capture_forward_device`]), with
+/// the device buffers it reads and writes (the graph holds their addresses, so it owns them).
+/// Replay it with [`CudaBackend::replay`] on the backend that captured it, while that backend
+/// keeps the preparation it was captured under.
+pub struct ForwardGraph {
+    // Field order is drop order: the graph before the buffers it points at.
+    graph: CudaGraph,
+    summary: ForwardSummary,
+    preparation: u64,
+    input: CudaSlice<f32>,
+    output: CudaSlice<f32>,
+}
+
+impl std::fmt::Debug for ForwardGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // cudarc's graph handle has no Debug.
+        f.debug_struct("ForwardGraph")
+            .field("summary", &self.summary)
+            .field("preparation", &self.preparation)
+            .field("input", &self.input)
+            .field("output", &self.output)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ForwardGraph {
+    /// What the captured pass runs.
+    pub fn summary(&self) -> &ForwardSummary {
+        &self.summary
+    }
+
+    /// The input buffer the graph reads (its first `batch * frames * features` values).
+    pub fn input(&self) -> &CudaSlice<f32> {
+        &self.input
+    }
+
+    /// The input buffer, to write the next replay's input into (on the backend's stream, or
+    /// synchronised before the replay).
+    pub fn input_mut(&mut self) -> &mut CudaSlice<f32> {
+        &mut self.input
+    }
+
+    /// The output buffer the graph writes (its first `batch * frames * 256` values).
+    pub fn output(&self) -> &CudaSlice<f32> {
+        &self.output
+    }
+
+    /// Gives the buffers back, dropping the graph.
+    pub fn into_buffers(self) -> (CudaSlice<f32>, CudaSlice<f32>) {
+        let ForwardGraph { input, output, .. } = self;
+        (input, output)
+    }
 }
 
 #[derive(Debug)]
@@ -75,18 +181,21 @@ struct Prepared {
     config: BackendConfig,
     packing: StackPacking,
     buffers: Buffers,
-    co_resident_blocks: usize,
     proj_done: CudaEvent,
     side_done: CudaEvent,
+    /// Distinguishes preparations (a graph captured under one must not replay under another).
+    id: u64,
 }
 
 /// The CUDA backend: NVRTC-compiled kernels on one GPU (see the module docs).
 ///
-/// Runs the wide cooperative recurrence for every batch, with core's wide schedule
-/// (`choose_wide_schedule`) and FP32 projections (64x64 or 128x128 tiles by row count). A
-/// configuration in `MathMode::Tf32` is accepted and runs the same FP32 kernels (no TF32 tile
-/// is built yet; FP32 is well inside the TF32 budget). The output bits do not depend on the
-/// batch a window runs in, the tile height, the schedule or the projection tile.
+/// Each forward pass runs the plan core selects for its batch on this device with the compiled
+/// kernels' real resources: the resident recurrence where it fits an SM, else the wide or
+/// tiled cooperative one; FP32 projections with 64x64 or 128x128 tiles by row count, or in
+/// `MathMode::Tf32` the TF32 tensor-core tile where core's rule allows it.
+/// [`CudaBackend::set_overrides`] forces a recurrence kind or projection tile. In FP32 the output
+/// bits do not depend on the recurrence kind, the batch a window runs in, the tile height, the
+/// schedule or the FP32 projection tile.
 ///
 /// ```no_run
 /// use bilstm_core::{Backend, BackendConfig};
@@ -95,6 +204,7 @@ struct Prepared {
 /// let mut gpu = bilstm_cuda::CudaBackend::new(0)?;
 /// let config = BackendConfig::pyannote(32);
 /// gpu.prepare(&stack.weights()?, &config)?;
+/// println!("{}", gpu.plan(32)?);
 /// let input = random_input(&config.shape, 32, 1);
 /// let mut output = vec![0.0; config.shape.output_len(32)?];
 /// gpu.forward(&input, 32, &mut output)?;
@@ -108,9 +218,10 @@ pub struct CudaBackend {
     kernels: Option<Kernels>,
     device: Device,
     spin_timeout: Duration,
-    projection_tile: Option<ProjectionTile>,
+    overrides: Overrides,
     stall: Option<StallInjection>,
     last: Option<ForwardSummary>,
+    preparations: u64,
 }
 
 impl Drop for CudaBackend {
@@ -133,7 +244,7 @@ fn spin_timeout_from_env() -> Duration {
 impl CudaBackend {
     /// Opens GPU `ordinal` (0 for the first). The spin timeout is [`DEFAULT_SPIN_TIMEOUT`]
     /// unless `BILSTM_SPIN_TIMEOUT_MS` says otherwise. Kernels are compiled by the first
-    /// [`Backend::prepare`].
+    /// [`Backend::prepare`] (or [`CudaBackend::plan_for`]).
     ///
     /// # Errors
     /// [`CudaError::Unavailable`] without a CUDA driver or GPU (or for an ordinal past the
@@ -146,9 +257,10 @@ impl CudaBackend {
             kernels: None,
             device,
             spin_timeout: spin_timeout_from_env(),
-            projection_tile: None,
+            overrides: Overrides::default(),
             stall: None,
             last: None,
+            preparations: 0,
         })
     }
 
@@ -195,19 +307,31 @@ impl CudaBackend {
         self.kernels.as_ref().map(|k| k.resources.as_slice())
     }
 
-    /// Core's [`bilstm_core::plan::KernelResources`] with the compiled kernels' real usage in
-    /// place of the design estimates (wide recurrence and both FP32 projections; the kernels
-    /// not built yet keep their nominal figures), for `bilstm_core::plan::select`.
-    pub fn plan_resources(&self) -> Option<bilstm_core::plan::KernelResources> {
-        let k = self.kernels.as_ref()?;
-        let mut r = bilstm_core::plan::KernelResources::nominal();
-        r.wide = k.resources_of(KernelId::RecurrenceWide)?.usage();
-        r.projection_small = k.resources_of(KernelId::ProjectionSmall)?.usage();
-        r.projection_large = k.resources_of(KernelId::ProjectionLarge)?.usage();
-        Some(r)
+    /// Core's [`bilstm_core::plan::KernelResources`] with the compiled kernels' real usage
+    /// (threads, registers, static and dynamic shared bytes of every kernel) in place of the
+    /// design estimates: what every plan of this backend is selected with.
+    pub fn plan_resources(&self) -> Option<plan::KernelResources> {
+        self.kernels.as_ref().and_then(real_resources)
     }
 
-    /// The spin timeout passed to the recurrences.
+    /// The driver's resident blocks per SM for `kernel` launched with `threads` threads and
+    /// `dynamic_shared_bytes` (`cuOccupancyMaxActiveBlocksPerMultiprocessor`), and core's
+    /// occupancy calculator's figure for the same usage: `(driver, core)`. For cross-checks
+    /// beyond the launch shapes the backend uses (those are checked when the kernels load).
+    ///
+    /// # Errors
+    /// [`CoreError::NotPrepared`] before the kernels are compiled; [`CudaError::Driver`].
+    pub fn occupancy(
+        &self,
+        kernel: KernelId,
+        threads: u32,
+        dynamic_shared_bytes: u32,
+    ) -> Result<(u32, u32), CudaError> {
+        let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
+        k.occupancy(&self.device, kernel, threads, dynamic_shared_bytes)
+    }
+
+    /// The spin timeout passed to the cooperative recurrences.
     pub fn spin_timeout(&self) -> Duration {
         self.spin_timeout
     }
@@ -218,16 +342,104 @@ impl CudaBackend {
         self.spin_timeout = timeout;
     }
 
-    /// Forces a projection tile (`None`: core's `fp32_tile_for_rows`). Both FP32 tiles give the
-    /// same bits; this exists for tests and benchmarks ([`ProjectionTile::Tf32`] makes forward
-    /// passes fail with [`CudaError::Unsupported`] until a TF32 kernel exists).
-    pub fn set_projection_tile(&mut self, tile: Option<ProjectionTile>) {
-        self.projection_tile = tile;
+    /// The choices currently forced past the plan rules.
+    pub fn overrides(&self) -> Overrides {
+        self.overrides
     }
 
-    /// Test-only fault injection: makes one block of one recurrence launch never publish (so
-    /// forward passes end with [`CudaError::PartnerLost`] after the spin timeout); `None`
-    /// turns it off.
+    /// Forces a recurrence kernel and/or a projection tile for every later forward pass (for
+    /// tests and benchmarks, or for users who know better); `Overrides::default()` returns to
+    /// the rules. Once prepared, the forced choices are checked at once against the device and
+    /// the prepared math mode (at the prepared maximum batch); before that, by the first
+    /// [`Backend::prepare`] or forward pass.
+    ///
+    /// # Errors
+    /// [`CoreError::ForcedChoice`] (inside [`CudaError::Core`]) when a forced kernel cannot run
+    /// here: a resident recurrence whose shared memory does not fit an SM, a cooperative one
+    /// without cooperative launch or room for a tile, a TF32 projection in FP32 mode or before
+    /// compute capability 8.0. The overrides are then left as they were.
+    pub fn set_overrides(&mut self, overrides: Overrides) -> Result<(), CudaError> {
+        if let Some(st) = &self.prepared {
+            self.select(
+                &st.config.shape,
+                st.config.max_batch,
+                st.config.math,
+                &overrides,
+            )?;
+        }
+        self.overrides = overrides;
+        Ok(())
+    }
+
+    /// Forces a projection tile (`None`: core's rule), keeping any forced recurrence: a thin
+    /// wrapper over [`CudaBackend::set_overrides`] that checks nothing now (a forced tile that
+    /// cannot run makes the next forward pass fail with [`CoreError::ForcedChoice`]). Both FP32
+    /// tiles give the same bits; [`ProjectionTile::Tf32`] runs the TF32 tensor-core projection
+    /// (`MathMode::Tf32` only).
+    pub fn set_projection_tile(&mut self, tile: Option<ProjectionTile>) {
+        self.overrides.projection = tile;
+    }
+
+    /// The plan a forward pass of `batch` windows runs now (prepared shape and math mode, the
+    /// current overrides).
+    ///
+    /// # Errors
+    /// [`CoreError::NotPrepared`]; the planning errors of `bilstm_core::plan::select_with`
+    /// ([`CoreError::NoPlan`], [`CoreError::ForcedChoice`], [`CoreError::Overflow`]).
+    pub fn plan(&self, batch: usize) -> Result<Plan, CudaError> {
+        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        self.select(&st.config.shape, batch, st.config.math, &self.overrides)
+    }
+
+    /// The plan `batch` windows of `shape` in `math` mode would run on this GPU with the
+    /// current overrides, compiling the kernels first if no preparation has (no weights
+    /// needed: for `bilstm plan` on the local device).
+    ///
+    /// # Errors
+    /// As [`CudaBackend::plan`] (without `NotPrepared`), plus the compile errors of
+    /// [`Backend::prepare`].
+    pub fn plan_for(
+        &mut self,
+        shape: &StackShape,
+        batch: usize,
+        math: MathMode,
+    ) -> Result<Plan, CudaError> {
+        self.load_kernels()?;
+        self.select(shape, batch, math, &self.overrides)
+    }
+
+    fn select(
+        &self,
+        shape: &StackShape,
+        batch: usize,
+        math: MathMode,
+        overrides: &Overrides,
+    ) -> Result<Plan, CudaError> {
+        let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
+        let resources = real_resources(k).ok_or_else(|| CudaError::Internal {
+            what: "kernel resources missing".into(),
+        })?;
+        Ok(plan::select_with(
+            &self.device.info.facts,
+            &resources,
+            shape,
+            batch,
+            math,
+            overrides,
+        )?)
+    }
+
+    fn load_kernels(&mut self) -> Result<(), CudaError> {
+        if self.kernels.is_none() {
+            self.kernels = Some(Kernels::load(&self.device)?);
+        }
+        Ok(())
+    }
+
+    /// Test-only fault injection: makes one block of one cooperative recurrence launch never
+    /// publish (so forward passes of a wide or tiled plan end with [`CudaError::PartnerLost`]
+    /// after the spin timeout); `None` turns it off. The resident recurrence has no partners
+    /// and ignores it.
     pub fn inject_stall(&mut self, stall: Option<StallInjection>) {
         self.stall = stall;
     }
@@ -280,20 +492,14 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Runs the stack on `batch` windows already on the GPU: reads the first
-    /// `batch * frames * features` values of `input`, writes the first `batch * frames * 256`
-    /// of `output`. Ordered after earlier work on [`CudaBackend::stream`]; returns when done.
-    ///
-    /// # Errors
-    /// [`CoreError::NotPrepared`], [`CoreError::BatchTooLarge`]; [`CudaError::DeviceBuffer`]
-    /// for a buffer that is too short or belongs to another context;
-    /// [`CudaError::PartnerLost`], [`CudaError::Launch`], [`CudaError::Driver`].
-    pub fn forward_device(
-        &mut self,
+    /// Checks a device-buffer pass: batch within the preparation, buffers long enough and in
+    /// this context. Returns the plan for `batch` and the output length.
+    fn check_device_io(
+        &self,
         input: &CudaSlice<f32>,
         batch: usize,
-        output: &mut CudaSlice<f32>,
-    ) -> Result<(), CudaError> {
+        output: &CudaSlice<f32>,
+    ) -> Result<(Plan, usize), CudaError> {
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
         let shape = st.config.shape;
         if batch > st.config.max_batch {
@@ -322,6 +528,25 @@ impl CudaBackend {
                 });
             }
         }
+        Ok((self.plan(batch)?, out_len))
+    }
+
+    /// Runs the stack on `batch` windows already on the GPU: reads the first
+    /// `batch * frames * features` values of `input`, writes the first `batch * frames * 256`
+    /// of `output`. Ordered after earlier work on [`CudaBackend::stream`]; returns when done.
+    ///
+    /// # Errors
+    /// [`CoreError::NotPrepared`], [`CoreError::BatchTooLarge`], the planning errors of
+    /// [`CudaBackend::plan`]; [`CudaError::DeviceBuffer`] for a buffer that is too short or
+    /// belongs to another context; [`CudaError::PartnerLost`], [`CudaError::Launch`],
+    /// [`CudaError::Driver`].
+    pub fn forward_device(
+        &mut self,
+        input: &CudaSlice<f32>,
+        batch: usize,
+        output: &mut CudaSlice<f32>,
+    ) -> Result<(), CudaError> {
+        let (plan, out_len) = self.check_device_io(input, batch, output)?;
         if batch == 0 {
             return Ok(());
         }
@@ -330,12 +555,12 @@ impl CudaBackend {
         // another context object of this device) until the pass is enqueued.
         let (in_addr, in_guard) = input.device_ptr(&main);
         let (out_addr, out_guard) = output.device_ptr_mut(&main);
-        let summary = self.enqueue(
+        let enqueued = self.enqueue(
+            &plan,
             Span {
                 addr: in_addr,
                 len: input.len(),
             },
-            batch,
             Some(Span {
                 addr: out_addr,
                 len: out_len,
@@ -343,58 +568,147 @@ impl CudaBackend {
         );
         drop(in_guard);
         drop(out_guard);
-        let summary = summary.inspect_err(|_| self.drain())?;
-        self.finish(summary)
+        enqueued.inspect_err(|_| self.drain())?;
+        self.finish(ForwardSummary::of(plan))
     }
 
-    /// Enqueues a whole pass: clear, then per layer the projection and both recurrences.
-    /// `final_out` receives the last layer's output (`None`: the backend's own layer buffer).
-    fn enqueue(
-        &self,
-        input: Span,
+    /// Captures one [`CudaBackend::forward_device`] pass of `batch` windows into a CUDA graph
+    /// (stream capture of the main stream, which forks to the side stream and joins back
+    /// through events): the plan, launches and addresses are fixed at capture time, and the
+    /// graph owns `input` and `output`. Nothing runs until [`CudaBackend::replay`].
+    ///
+    /// # Errors
+    /// As [`CudaBackend::forward_device`] (the buffers are dropped with the error), plus
+    /// [`CoreError::Unsupported`] for batch 0 (an empty pass enqueues nothing) and
+    /// [`CudaError::Driver`] when the driver refuses the capture or the instantiation.
+    pub fn capture_forward_device(
+        &mut self,
+        input: CudaSlice<f32>,
         batch: usize,
-        final_out: Option<Span>,
-    ) -> Result<ForwardSummary, CudaError> {
+        output: CudaSlice<f32>,
+    ) -> Result<ForwardGraph, CudaError> {
+        let (plan, out_len) = self.check_device_io(&input, batch, &output)?;
+        if batch == 0 {
+            return Err(CoreError::Unsupported {
+                what: "graph capture of batch",
+                value: 0,
+                reason: "an empty batch enqueues nothing",
+            }
+            .into());
+        }
+        let preparation = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?.id;
+        let main = self.device.main.clone();
+        // Earlier work on the stream stays outside the graph.
+        main.synchronize()
+            .map_err(CudaError::driver("finishing work before a capture"))?;
+        let in_span = span(&input, &main);
+        let out_span = Span {
+            addr: span(&output, &main).addr,
+            len: out_len,
+        };
+        main.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(CudaError::driver("beginning a stream capture"))?;
+        let enqueued = self.enqueue(&plan, in_span, Some(out_span));
+        // The capture always ends, so the stream leaves capture mode whatever happened.
+        let ended = main.end_capture(CUgraphInstantiate_flags(0));
+        enqueued.inspect_err(|_| self.drain())?;
+        let graph = ended
+            .map_err(CudaError::driver("ending a stream capture"))?
+            .ok_or_else(|| CudaError::Internal {
+                what: "the stream capture produced no graph".into(),
+            })?;
+        Ok(ForwardGraph {
+            graph,
+            summary: ForwardSummary::of(plan),
+            preparation,
+            input,
+            output,
+        })
+    }
+
+    /// Runs a captured pass once and waits for it; after the graph ran, the error words are
+    /// checked as after any forward pass.
+    ///
+    /// # Errors
+    /// [`CudaError::Internal`] when the graph was captured by another backend or preparation;
+    /// [`CudaError::Driver`] when the launch fails; [`CudaError::PartnerLost`].
+    pub fn replay(&mut self, graph: &ForwardGraph) -> Result<(), CudaError> {
+        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        if st.id != graph.preparation {
+            return Err(CudaError::Internal {
+                what: "the graph was captured under another preparation (its buffers are gone)"
+                    .into(),
+            });
+        }
+        graph
+            .graph
+            .launch()
+            .map_err(CudaError::driver("launching a captured forward pass"))
+            .inspect_err(|_| self.drain())?;
+        self.finish(graph.summary)
+    }
+
+    /// Enqueues a whole pass of `plan`: (clear,) then per layer the projection and the
+    /// recurrence. `final_out` receives the last layer's output (`None`: the backend's own
+    /// layer buffer). Enqueues only: no allocation, no host synchronisation.
+    fn enqueue(&self, plan: &Plan, input: Span, final_out: Option<Span>) -> Result<(), CudaError> {
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
         let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
         let (main, side) = (&self.device.main, &self.device.side);
         let shape = st.config.shape;
         let b = &st.buffers;
-        let schedule = choose_wide_schedule(batch, st.co_resident_blocks)?;
-        let layout = ExchangeLayout::wide(schedule.tile_height, schedule.tiles)?;
+        let batch = plan.batch;
         let exchange = b.exchange_span(main);
-        if layout.words() > exchange.len {
-            return Err(CudaError::Internal {
-                what: format!(
-                    "exchange of {} words needed, {} allocated",
-                    layout.words(),
-                    exchange.len
-                ),
-            });
-        }
         let error = span(&b.error, main);
-        launch::clear::launch(&k.clear, main, exchange, layout.words(), error, ERROR_WORDS)?;
+
+        // The cooperative kinds' exchange layout, zeroed once per pass.
+        let coop = match plan.schedule.choice {
+            RecurrenceSchedule::Cooperative(s) => {
+                let layout = match s.kind {
+                    RecurrenceKind::Wide => ExchangeLayout::wide(s.tile_height, s.tiles)?,
+                    RecurrenceKind::Tiled => ExchangeLayout::tiled(s.tiles)?,
+                    RecurrenceKind::Resident => {
+                        return Err(CudaError::Internal {
+                            what: "a cooperative schedule of the resident kind".into(),
+                        });
+                    }
+                };
+                if layout.words() > exchange.len {
+                    return Err(CudaError::Internal {
+                        what: format!(
+                            "exchange of {} words needed, {} allocated",
+                            layout.words(),
+                            exchange.len
+                        ),
+                    });
+                }
+                launch::clear::launch(
+                    k.get(KernelId::Clear)?,
+                    main,
+                    exchange,
+                    layout.words(),
+                    error,
+                    ERROR_WORDS,
+                )?;
+                Some((s, layout))
+            }
+            RecurrenceSchedule::Resident { .. } => None,
+        };
 
         let rows = bilstm_core::error::checked_mul(batch, shape.frames, "forward rows")?;
-        // Core's row rule; the TF32 tile has no kernel yet, so MathMode::Tf32 runs FP32 tiles too
-        // (they meet the TF32 budget with room to spare).
-        let tile = self.projection_tile.unwrap_or(fp32_tile_for_rows(rows));
-        let proj_fn = match tile {
-            ProjectionTile::Small64 => &k.projection_small,
-            ProjectionTile::Large128 => &k.projection_large,
-            ProjectionTile::Tf32 => {
-                return Err(CudaError::Unsupported {
-                    what: "the TF32 projection tile",
-                    reason: "no TF32 kernel is built yet".into(),
-                });
-            }
-        };
+        let tile = plan.projection.choice;
+        let proj_fn = k.get(match tile {
+            ProjectionTile::Small64 => KernelId::ProjectionSmall,
+            ProjectionTile::Large128 => KernelId::ProjectionLarge,
+            ProjectionTile::Tf32 => KernelId::ProjectionTf32,
+        })?;
         let weights = span(&b.weights, main);
         let proj = span(&b.proj, main);
         let layer_out = [span(&b.layer_out[0], main), span(&b.layer_out[1], main)];
         let missing = |what: &str| CudaError::Internal {
             what: format!("packed offsets of {what} missing"),
         };
+        let spin_timeout_ns = u64::try_from(self.spin_timeout.as_nanos()).unwrap_or(u64::MAX);
 
         for layer in 0..shape.layers {
             let width = shape.layer_input_width(layer);
@@ -420,22 +734,50 @@ impl CudaBackend {
                     .offset(at, 4)
                     .ok_or_else(|| missing("a tensor inside the buffer"))
             };
-            launch::projection::launch(
-                proj_fn,
-                main,
-                tile,
-                &ProjectionArgs {
-                    x,
-                    weights: [
-                        piece(offsets[0].input_kmajor)?,
-                        piece(offsets[1].input_kmajor)?,
-                    ],
-                    out: proj,
-                    direction_stride: b.proj_direction_stride,
-                    rows,
-                    in_width: width,
-                },
-            )?;
+            // The TF32 kernel reads the gate-major TF32-rounded weights, the FP32 ones K-major.
+            let weights_of = |d: usize| {
+                piece(if tile.is_tf32() {
+                    offsets[d].input_tf32
+                } else {
+                    offsets[d].input_kmajor
+                })
+            };
+            let args = ProjectionArgs {
+                x,
+                weights: [weights_of(0)?, weights_of(1)?],
+                out: proj,
+                direction_stride: b.proj_direction_stride,
+                rows,
+                in_width: width,
+            };
+            if tile.is_tf32() {
+                let cc = self.device.info.facts.compute_capability;
+                launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
+            } else {
+                launch::projection::launch(proj_fn, main, tile, &args)?;
+            }
+            let proj_of = |d: Direction| {
+                proj.offset(d.index() * b.proj_direction_stride, 4)
+                    .ok_or_else(|| missing("the projection's reverse half"))
+            };
+
+            let Some((schedule, layout)) = coop else {
+                launch::recurrence_resident::launch(
+                    k.get(KernelId::RecurrenceResident)?,
+                    main,
+                    &ResidentArgs {
+                        proj: [proj_of(Direction::Forward)?, proj_of(Direction::Reverse)?],
+                        recurrent: [piece(offsets[0].recurrent)?, piece(offsets[1].recurrent)?],
+                        bias: [piece(offsets[0].bias)?, piece(offsets[1].bias)?],
+                        out,
+                        batch,
+                        frames: shape.frames,
+                        blocks_per_sm: plan.recurrence_occupancy.blocks_per_sm,
+                    },
+                )?;
+                continue;
+            };
+
             self.proj_done_recorded(st, main, side)?;
             for direction in Direction::ALL {
                 let o = offsets[direction.index()];
@@ -444,36 +786,57 @@ impl CudaBackend {
                 } else {
                     main
                 };
-                let proj_dir = proj
-                    .offset(direction.index() * b.proj_direction_stride, 4)
-                    .ok_or_else(|| missing("the projection's reverse half"))?;
+                let proj_dir = proj_of(direction)?;
                 for l in 0..schedule.launches_per_direction() {
-                    let stall = self
+                    let stall_block = self
                         .stall
                         .filter(|s| s.layer == layer && s.direction == direction && l == 0)
                         .map(|s| s.block);
-                    launch::recurrence_wide::launch(
-                        &k.recurrence_wide,
-                        stream,
-                        &WideArgs {
-                            proj: proj_dir,
-                            recurrent: piece(o.recurrent)?,
-                            bias: piece(o.bias)?,
-                            out,
-                            exchange,
-                            error,
-                            layout,
-                            batch,
-                            frames: shape.frames,
-                            layer,
-                            direction,
-                            tiles: schedule.launch_tiles(l),
-                            co_resident_blocks: st.co_resident_blocks,
-                            spin_timeout_ns: u64::try_from(self.spin_timeout.as_nanos())
-                                .unwrap_or(u64::MAX),
-                            stall_block: stall,
-                        },
-                    )?;
+                    if schedule.kind == RecurrenceKind::Tiled {
+                        launch::recurrence_tiled::launch(
+                            k.get(KernelId::RecurrenceTiled)?,
+                            stream,
+                            &TiledArgs {
+                                proj: proj_dir,
+                                recurrent: piece(o.recurrent)?,
+                                bias: piece(o.bias)?,
+                                out,
+                                exchange,
+                                error,
+                                layout,
+                                batch,
+                                frames: shape.frames,
+                                layer,
+                                direction,
+                                tiles: schedule.launch_tiles(l),
+                                co_resident_blocks: plan.co_resident_blocks,
+                                spin_timeout_ns,
+                                stall_block,
+                            },
+                        )?;
+                    } else {
+                        launch::recurrence_wide::launch(
+                            k.get(KernelId::RecurrenceWide)?,
+                            stream,
+                            &WideArgs {
+                                proj: proj_dir,
+                                recurrent: piece(o.recurrent)?,
+                                bias: piece(o.bias)?,
+                                out,
+                                exchange,
+                                error,
+                                layout,
+                                batch,
+                                frames: shape.frames,
+                                layer,
+                                direction,
+                                tiles: schedule.launch_tiles(l),
+                                co_resident_blocks: plan.co_resident_blocks,
+                                spin_timeout_ns,
+                                stall_block,
+                            },
+                        )?;
+                    }
                 }
             }
             st.side_done
@@ -482,12 +845,7 @@ impl CudaBackend {
             main.wait(&st.side_done)
                 .map_err(CudaError::driver("joining the side stream"))?;
         }
-        Ok(ForwardSummary {
-            batch,
-            schedule,
-            projection_tile: tile,
-            co_resident_blocks: st.co_resident_blocks,
-        })
+        Ok(())
     }
 
     /// Waits for whatever a failed pass left queued on either stream, so the next pass (whose
@@ -510,11 +868,22 @@ impl CudaBackend {
             .map_err(CudaError::driver("making the side stream wait"))
     }
 
-    /// Reads the error words (synchronising the main stream, which has joined the side
-    /// stream) and turns a kernel's report into an error.
+    /// Waits for the pass (the main stream has joined the side stream) and, after a
+    /// cooperative pass, reads the error words and turns a kernel's report into an error.
     fn finish(&mut self, summary: ForwardSummary) -> Result<(), CudaError> {
         self.last = Some(summary);
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        let kernel = match summary.recurrence {
+            RecurrenceKind::Resident => {
+                return self
+                    .device
+                    .main
+                    .synchronize()
+                    .map_err(CudaError::driver("finishing a forward pass"));
+            }
+            RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
+            RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
+        };
         let mut report = [0i32; ERROR_WORDS];
         self.device
             .main
@@ -523,7 +892,7 @@ impl CudaBackend {
         match report[0] {
             ERROR_NONE => Ok(()),
             ERROR_PARTNER_LOST => Err(CudaError::PartnerLost {
-                kernel: launch::recurrence_wide::KERNEL,
+                kernel,
                 layer: usize::try_from(report[1]).unwrap_or(usize::MAX),
                 direction: if report[2] == 0 {
                     Direction::Forward
@@ -532,22 +901,22 @@ impl CudaBackend {
                 },
                 step: usize::try_from(report[3]).unwrap_or(usize::MAX),
             }),
-            code => Err(CudaError::KernelReport {
-                kernel: launch::recurrence_wide::KERNEL,
-                code,
-            }),
+            code => Err(CudaError::KernelReport { kernel, code }),
         }
     }
+}
 
-    fn co_resident_blocks(&self, kernels: &Kernels) -> Result<usize, CudaError> {
-        let r = kernels
-            .resources_of(KernelId::RecurrenceWide)
-            .ok_or_else(|| CudaError::Internal {
-                what: "wide recurrence resources missing".into(),
-            })?;
-        let per_sm = r.blocks_per_sm as usize;
-        Ok(per_sm.saturating_mul(self.device.info.facts.sm_count as usize))
-    }
+/// Core's kernel resources with every compiled kernel's real usage.
+fn real_resources(k: &Kernels) -> Option<plan::KernelResources> {
+    let usage = |id| k.resources_of(id).map(|r| r.usage());
+    Some(plan::KernelResources {
+        wide: usage(KernelId::RecurrenceWide)?,
+        tiled: usage(KernelId::RecurrenceTiled)?,
+        resident: usage(KernelId::RecurrenceResident)?,
+        projection_small: usage(KernelId::ProjectionSmall)?,
+        projection_large: usage(KernelId::ProjectionLarge)?,
+        projection_tf32: usage(KernelId::ProjectionTf32)?,
+    })
 }
 
 impl Backend for CudaBackend {
@@ -569,25 +938,14 @@ impl Backend for CudaBackend {
         // Sizes are checked before the device is touched.
         config.shape.input_len(config.max_batch)?;
         config.shape.output_len(config.max_batch)?;
-        let facts = self.device.info.facts;
-        if !facts.cooperative_launch {
-            return Err(CudaError::Unsupported {
-                what: "cooperative launch",
-                reason: format!(
-                    "{} reports CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 0",
-                    self.device.info.name
-                ),
-            });
-        }
-        if self.kernels.is_none() {
-            self.kernels = Some(Kernels::load(&self.device)?);
-        }
-        let kernels = self.kernels.as_ref().ok_or_else(|| CudaError::Internal {
-            what: "kernels missing".into(),
-        })?;
-        let co_resident_blocks = self.co_resident_blocks(kernels)?;
-        // The largest batch must have a schedule (else every forward at that size would fail).
-        choose_wide_schedule(config.max_batch, co_resident_blocks)?;
+        self.load_kernels()?;
+        // The largest batch must have a plan (else every forward at that size would fail).
+        self.select(
+            &config.shape,
+            config.max_batch,
+            config.math,
+            &self.overrides,
+        )?;
         // Free the previous preparation first (its buffers may be large).
         self.prepared = None;
         self.device
@@ -607,13 +965,14 @@ impl Backend for CudaBackend {
             .ctx
             .new_event(flags)
             .map_err(CudaError::driver("creating an event"))?;
+        self.preparations = self.preparations.wrapping_add(1);
         self.prepared = Some(Prepared {
             config: *config,
             packing,
             buffers,
-            co_resident_blocks,
             proj_done,
             side_done,
+            id: self.preparations,
         });
         Ok(())
     }
@@ -637,7 +996,9 @@ impl Backend for CudaBackend {
         if batch == 0 {
             return Ok(());
         }
+        let plan = self.plan(batch)?;
         let main = self.device.main.clone();
+        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
         {
             let mut dst = st
                 .buffers
@@ -650,8 +1011,7 @@ impl Backend for CudaBackend {
                 .map_err(CudaError::driver("uploading the input"))?;
         }
         let input_span = span(&st.buffers.input, &main);
-        let summary = self
-            .enqueue(input_span, batch, None)
+        self.enqueue(&plan, input_span, None)
             .inspect_err(|_| self.drain())?;
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
         let last = &st.buffers.layer_out[(shape.layers - 1) % 2];
@@ -663,7 +1023,7 @@ impl Backend for CudaBackend {
         main.memcpy_dtoh(&src, output)
             .map_err(CudaError::driver("downloading the output"))
             .inspect_err(|_| self.drain())?;
-        self.finish(summary)
+        self.finish(ForwardSummary::of(plan))
     }
 
     fn config(&self) -> Option<&BackendConfig> {
@@ -674,10 +1034,38 @@ impl Backend for CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bilstm_core::device::table;
 
     #[test]
     fn spin_timeout_env_parsing_falls_back_to_the_default() {
         // Only the default is observable without touching the process environment.
         assert!(DEFAULT_SPIN_TIMEOUT >= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn summaries_describe_resident_grids_as_one_window_tiles() {
+        let h200 = table::find("h200").unwrap().facts;
+        let shape = StackShape::pyannote();
+        let r = plan::KernelResources::nominal();
+        let p = plan::select(&h200, &r, &shape, 33, MathMode::Fp32).unwrap();
+        assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
+        let s = ForwardSummary::of(p);
+        assert_eq!(
+            (
+                s.schedule.tiles,
+                s.schedule.blocks_per_tile,
+                s.schedule.tile_height
+            ),
+            (33, 2, 1)
+        );
+        assert_eq!(s.schedule.launches_per_direction(), 1);
+        let forced = Overrides {
+            recurrence: Some(RecurrenceKind::Tiled),
+            projection: None,
+        };
+        let p = plan::select_with(&h200, &r, &shape, 33, MathMode::Fp32, &forced).unwrap();
+        let s = ForwardSummary::of(p);
+        assert_eq!(s.recurrence, RecurrenceKind::Tiled);
+        assert_eq!(Some(&s.schedule), p.coop_schedule());
     }
 }

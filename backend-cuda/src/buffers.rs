@@ -6,7 +6,7 @@
 //! | `input` | `max_batch * frames * features` f32 | the stack input of a host forward |
 //! | `proj` | `2 * max_batch * frames * 512` f32 | one layer's input projections, forward then reverse |
 //! | `layer_out[2]` | `max_batch * frames * 256` f32 each | layer outputs, ping-pong (the last layer's is the stack output) |
-//! | `exchange` | the largest wide layout of any batch up to `max_batch` (u64) | the hidden-state exchange; its base is aligned to `EXCHANGE_ALIGN_BYTES` inside the allocation |
+//! | `exchange` | the largest wide or tiled layout of any batch up to `max_batch` (u64) | the hidden-state exchange of the cooperative recurrences (the resident one uses none); its base is aligned to `EXCHANGE_ALIGN_BYTES` inside the allocation |
 //! | `error` | `ERROR_WORDS` i32 | the kernels' error report |
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use bilstm_core::StackShape;
 use bilstm_core::error::checked_mul;
 use bilstm_core::exchange::ExchangeLayout;
 use bilstm_core::geometry::{
-    EXCHANGE_ALIGN_BYTES, EXCHANGE_WORD_BYTES, GATE_ROWS, WIDE_TILE_HEIGHTS,
+    EXCHANGE_ALIGN_BYTES, EXCHANGE_WORD_BYTES, GATE_ROWS, TILED_WINDOWS, WIDE_TILE_HEIGHTS,
 };
 use bilstm_kernels::params::ERROR_WORDS;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
@@ -23,14 +23,16 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use crate::error::CudaError;
 use crate::launch::Span;
 
-/// The exchange words (from the aligned base) that every wide schedule of a batch up to
-/// `max_batch` fits in: the largest `ExchangeLayout::wide(h, ceil(max_batch / h)).words()` over
-/// the tile heights `h` (a layout only grows with its tile count).
+/// The exchange words (from the aligned base) that every cooperative schedule of a batch up to
+/// `max_batch` fits in, whichever recurrence a plan (or an override) picks: the largest of
+/// `ExchangeLayout::wide(h, ceil(max_batch / h)).words()` over the tile heights `h` and
+/// `ExchangeLayout::tiled(ceil(max_batch / 8)).words()` (a layout only grows with its tile
+/// count).
 ///
 /// # Errors
 /// [`bilstm_core::CoreError::Overflow`].
 pub(crate) fn exchange_words_for(max_batch: usize) -> Result<usize, CudaError> {
-    let mut words = 0;
+    let mut words = ExchangeLayout::tiled(max_batch.div_ceil(TILED_WINDOWS).max(1))?.words();
     for h in WIDE_TILE_HEIGHTS {
         let layout = ExchangeLayout::wide(h, max_batch.div_ceil(h).max(1))?;
         words = words.max(layout.words());
@@ -165,6 +167,8 @@ mod tests {
                     let l = ExchangeLayout::wide(h, batch.div_ceil(h)).unwrap();
                     assert!(l.words() <= words, "batch {batch} height {h}");
                 }
+                let l = ExchangeLayout::tiled(batch.div_ceil(TILED_WINDOWS)).unwrap();
+                assert!(l.words() <= words, "batch {batch} tiled");
             }
         }
     }

@@ -5,10 +5,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use bilstm_core::device::DeviceFacts;
-use bilstm_core::geometry::BLOCK_THREADS;
+use bilstm_core::geometry::{
+    BLOCK_THREADS, PROJ_TF32_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
+};
 use bilstm_core::occupancy::{self, KernelUsage};
 use bilstm_kernels::KernelId;
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
@@ -167,12 +169,32 @@ impl Device {
     }
 }
 
+/// The block shape a kernel is launched with: threads per block and dynamic shared bytes.
+///
+/// Every launch in `launch/` uses exactly these figures, and the occupancy checks below use
+/// them too, so core's calculator and the driver are compared on what really runs.
+pub const fn launch_shape(kernel: KernelId) -> (u32, u32) {
+    match kernel {
+        KernelId::RecurrenceResident => (RESIDENT_THREADS as u32, RESIDENT_SHARED_BYTES as u32),
+        KernelId::ProjectionTf32 => (BLOCK_THREADS as u32, PROJ_TF32_SHARED_BYTES as u32),
+        KernelId::Clear
+        | KernelId::ProjectionSmall
+        | KernelId::ProjectionLarge
+        | KernelId::RecurrenceWide
+        | KernelId::RecurrenceTiled => (BLOCK_THREADS as u32, 0),
+    }
+}
+
 /// What one compiled kernel really uses on this device (from the driver's function
 /// attributes), and how many of its blocks an SM holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelResources {
     /// The kernel.
     pub kernel: KernelId,
+    /// Threads per block it is launched with ([`launch_shape`]).
+    pub threads: u32,
+    /// Dynamic shared bytes per block it is launched with ([`launch_shape`]).
+    pub dynamic_shared_bytes: u32,
     /// Registers per thread (`CU_FUNC_ATTRIBUTE_NUM_REGS`).
     pub registers_per_thread: u32,
     /// Static shared memory per block in bytes.
@@ -181,8 +203,9 @@ pub struct KernelResources {
     pub local_bytes_per_thread: u32,
     /// Largest block this compilation allows.
     pub max_threads_per_block: u32,
-    /// Blocks of [`BLOCK_THREADS`] threads one SM holds
-    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, no dynamic shared memory).
+    /// Blocks of `threads` threads with `dynamic_shared_bytes` one SM holds
+    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`); 0 when the device cannot grant the
+    /// dynamic shared memory at all (the driver refused the attribute).
     pub blocks_per_sm: u32,
     /// The same figure from `bilstm_core::occupancy::blocks_per_sm`.
     pub core_blocks_per_sm: u32,
@@ -194,26 +217,25 @@ impl KernelResources {
     /// The usage as core's occupancy calculator takes it.
     pub fn usage(&self) -> KernelUsage {
         KernelUsage {
-            threads: BLOCK_THREADS as u32,
+            threads: self.threads,
             registers_per_thread: self.registers_per_thread,
             static_shared_bytes: self.static_shared_bytes,
-            dynamic_shared_bytes: 0,
+            dynamic_shared_bytes: self.dynamic_shared_bytes,
         }
     }
 }
 
-/// The loaded kernels of one device.
+/// The loaded kernels of one device: every entry of [`bilstm_kernels::ALL`], with its real
+/// resources.
 #[derive(Debug)]
 pub(crate) struct Kernels {
-    pub clear: CudaFunction,
-    pub projection_small: CudaFunction,
-    pub projection_large: CudaFunction,
-    pub recurrence_wide: CudaFunction,
+    functions: Vec<(KernelId, CudaFunction)>,
     pub resources: Vec<KernelResources>,
 }
 
 impl Kernels {
-    /// Compiles (or finds in a cache) every kernel for the device, loads it, reads its
+    /// Compiles (or finds in a cache) every kernel for the device, loads it, allows the
+    /// dynamic shared memory of the kernels that need more than the default 48 KiB, reads its
     /// resources and cross-checks core's occupancy calculator against the driver.
     ///
     /// # Errors
@@ -223,9 +245,13 @@ impl Kernels {
     /// record the disagreement in [`KernelResources`] instead).
     pub(crate) fn load(device: &Device) -> Result<Kernels, CudaError> {
         let mut modules: Vec<(&'static str, Arc<CudaModule>, PtxOrigin)> = Vec::new();
-        let mut function = |id: KernelId| -> Result<(CudaFunction, PtxOrigin), CudaError> {
+        let strict = std::env::var("BILSTM_OCCUPANCY_CHECK").map_or(true, |v| v != "warn");
+        let mut functions = Vec::with_capacity(bilstm_kernels::ALL.len());
+        let mut resources = Vec::with_capacity(bilstm_kernels::ALL.len());
+        for id in bilstm_kernels::ALL {
             let k = id.kernel();
-            let module = match modules.iter().find(|(name, _, _)| *name == k.source_name) {
+            let (module, origin) = match modules.iter().find(|(name, _, _)| *name == k.source_name)
+            {
                 Some((_, m, origin)) => (m.clone(), *origin),
                 None => {
                     let (m, origin) = load_module(device, k)?;
@@ -234,45 +260,76 @@ impl Kernels {
                 }
             };
             let f = module
-                .0
                 .load_function(k.entry)
                 .map_err(CudaError::driver("finding a kernel entry point"))?;
-            Ok((f, module.1))
-        };
-        let (clear, o_clear) = function(KernelId::Clear)?;
-        let (projection_small, o_small) = function(KernelId::ProjectionSmall)?;
-        let (projection_large, o_large) = function(KernelId::ProjectionLarge)?;
-        let (recurrence_wide, o_wide) = function(KernelId::RecurrenceWide)?;
-        let strict = std::env::var("BILSTM_OCCUPANCY_CHECK").map_or(true, |v| v != "warn");
-        let mut resources = Vec::new();
-        for (id, f, origin) in [
-            (KernelId::Clear, &clear, o_clear),
-            (KernelId::ProjectionSmall, &projection_small, o_small),
-            (KernelId::ProjectionLarge, &projection_large, o_large),
-            (KernelId::RecurrenceWide, &recurrence_wide, o_wide),
-        ] {
-            let r = resources_of(device, id, f, origin)?;
+            let r = resources_of(device, id, &f, origin)?;
             if strict && r.blocks_per_sm != r.core_blocks_per_sm {
                 return Err(CudaError::OccupancyMismatch {
-                    kernel: id.kernel().entry,
+                    kernel: k.entry,
                     core: r.core_blocks_per_sm,
                     driver: r.blocks_per_sm,
                 });
             }
+            functions.push((id, f));
             resources.push(r);
         }
         Ok(Kernels {
-            clear,
-            projection_small,
-            projection_large,
-            recurrence_wide,
+            functions,
             resources,
         })
+    }
+
+    /// The loaded function of `id`.
+    ///
+    /// # Errors
+    /// [`CudaError::Internal`] if `id` was not loaded (every entry of `ALL` is).
+    pub(crate) fn get(&self, id: KernelId) -> Result<&CudaFunction, CudaError> {
+        self.functions
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map(|(_, f)| f)
+            .ok_or_else(|| CudaError::Internal {
+                what: format!("kernel {id} is not loaded"),
+            })
     }
 
     /// The resources of `id`.
     pub(crate) fn resources_of(&self, id: KernelId) -> Option<KernelResources> {
         self.resources.iter().find(|r| r.kernel == id).copied()
+    }
+
+    /// The driver's blocks per SM for `id` at `threads` threads and `dynamic_shared_bytes`
+    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`), and core's figure for the same usage.
+    /// Dynamic shared bytes above what the function was allowed at load time give the
+    /// driver's 0.
+    ///
+    /// # Errors
+    /// [`CudaError::Internal`] for a kernel not loaded; [`CudaError::Driver`].
+    pub(crate) fn occupancy(
+        &self,
+        device: &Device,
+        id: KernelId,
+        threads: u32,
+        dynamic_shared_bytes: u32,
+    ) -> Result<(u32, u32), CudaError> {
+        let f = self.get(id)?;
+        let r = self.resources_of(id).ok_or_else(|| CudaError::Internal {
+            what: format!("resources of {id} missing"),
+        })?;
+        let driver = f
+            .occupancy_max_active_blocks_per_multiprocessor(
+                threads,
+                dynamic_shared_bytes as usize,
+                None,
+            )
+            .map_err(CudaError::driver("querying occupancy"))?;
+        let usage = KernelUsage {
+            threads,
+            dynamic_shared_bytes,
+            ..r.usage()
+        };
+        let core = occupancy::blocks_per_sm(&device.info.facts, &usage).blocks_per_sm;
+        Ok((driver, core))
     }
 }
 
@@ -327,22 +384,52 @@ fn resources_of(
             what: format!("{what} is negative ({v})"),
         })
     };
+    let (threads, dynamic_shared_bytes) = launch_shape(id);
     let registers_per_thread = get("reading a kernel's register count", f.num_regs())?;
     let static_shared_bytes = get("reading a kernel's shared memory", f.shared_size_bytes())?;
     let local_bytes_per_thread = get("reading a kernel's local memory", f.local_size_bytes())?;
     let max_threads_per_block = get("reading a kernel's block limit", f.max_threads_per_block())?;
-    let blocks_per_sm = f
-        .occupancy_max_active_blocks_per_multiprocessor(BLOCK_THREADS as u32, 0, None)
-        .map_err(CudaError::driver("querying occupancy"))?;
+    // A kernel with dynamic shared memory must be allowed it first (above 48 KiB the driver
+    // refuses launches otherwise). A device whose opt-in limit is smaller refuses the
+    // attribute: the kernel cannot run there, and 0 blocks per SM says so (core agrees: the
+    // block exceeds the opt-in limit).
+    let mut allowed = true;
+    if dynamic_shared_bytes > 0 {
+        device
+            .ctx
+            .bind_to_thread()
+            .map_err(CudaError::driver("binding the context"))?;
+        let bytes = i32::try_from(dynamic_shared_bytes).map_err(|_| CudaError::Internal {
+            what: format!("{id}: dynamic shared bytes exceed i32"),
+        })?;
+        allowed = f
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes,
+            )
+            .is_ok();
+    }
+    let blocks_per_sm = if allowed {
+        f.occupancy_max_active_blocks_per_multiprocessor(
+            threads,
+            dynamic_shared_bytes as usize,
+            None,
+        )
+        .map_err(CudaError::driver("querying occupancy"))?
+    } else {
+        0
+    };
     let usage = KernelUsage {
-        threads: BLOCK_THREADS as u32,
+        threads,
         registers_per_thread,
         static_shared_bytes,
-        dynamic_shared_bytes: 0,
+        dynamic_shared_bytes,
     };
     let core_blocks_per_sm = occupancy::blocks_per_sm(&device.info.facts, &usage).blocks_per_sm;
     Ok(KernelResources {
         kernel: id,
+        threads,
+        dynamic_shared_bytes,
         registers_per_thread,
         static_shared_bytes,
         local_bytes_per_thread,

@@ -26,13 +26,15 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub(crate) mod launch;
+pub mod timing;
 
 pub use backend::{
-    CudaBackend, DEFAULT_SPIN_TIMEOUT, ForwardSummary, SPIN_TIMEOUT_ENV, StallInjection,
+    CudaBackend, DEFAULT_SPIN_TIMEOUT, ForwardGraph, ForwardSummary, SPIN_TIMEOUT_ENV,
+    StallInjection,
 };
-pub use bilstm_core::plan::ProjectionTile;
+pub use bilstm_core::plan::{Overrides, Plan, ProjectionTile, RecurrenceKind};
 pub use compile::{
     CompiledPtx, PtxOrigin, compile, compile_with_cache, nvrtc_options, nvrtc_version,
 };
-pub use device::{DeviceInfo, KernelResources, MIN_COMPUTE_CAPABILITY, device_count};
+pub use device::{DeviceInfo, KernelResources, MIN_COMPUTE_CAPABILITY, device_count, launch_shape};
 pub use error::CudaError;

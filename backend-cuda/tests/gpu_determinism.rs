@@ -5,8 +5,8 @@ mod gpu_support;
 
 use bilstm_core::owned::random_input;
 use bilstm_core::{Backend, StackShape};
-use bilstm_cuda::ProjectionTile;
-use gpu_support::{INPUT_SEED, assert_same_bits, prepared, run, stack};
+use bilstm_cuda::{ProjectionTile, RecurrenceKind};
+use gpu_support::{INPUT_SEED, assert_same_bits, prepared, prepared_kind, run, stack};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -64,15 +64,17 @@ fn both_projection_tiles_give_identical_bits() {
     }
 }
 
-/// A window's output does not depend on the batch it runs in: tile heights 8, 16 and 32,
-/// concurrent and sequential schedules and multi-launch directions all give the same bits.
+/// A window's output does not depend on the batch it runs in: the wide kernel's tile heights
+/// 8, 16 and 32, concurrent and sequential schedules and multi-launch directions all give the
+/// same bits.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_schedule_gives_the_same_bits_per_window() {
     let shape = StackShape::pyannote().with_frames(96);
     let st = stack(&shape);
     let big = 600;
-    let mut gpu = prepared(&st, big);
+    // The wide kernel's schedules (gpu_kernels.rs covers the tiled and resident ones).
+    let mut gpu = prepared_kind(&st, big, RecurrenceKind::Wide);
     let all = random_input(&shape, big, INPUT_SEED);
     let in_w = shape.frames * shape.features;
     let out_w = shape.frames * shape.output_width();

@@ -9,8 +9,8 @@ use bilstm_core::owned::random_input;
 use bilstm_core::{
     Backend, BackendConfig, BackendError, Direction, ErrorKind, MathMode, StackShape,
 };
-use bilstm_cuda::{CudaError, StallInjection};
-use gpu_support::{INPUT_SEED, assert_same_bits, gpu, prepared, run, stack};
+use bilstm_cuda::{CudaError, RecurrenceKind, StallInjection};
+use gpu_support::{INPUT_SEED, assert_same_bits, gpu, prepared, prepared_kind, run, stack};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -61,42 +61,53 @@ fn a_lost_partner_ends_with_partner_lost_not_a_hang() {
     let st = stack(&shape);
     let batch = 20;
     let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared(&st, batch);
-    let clean = run(&mut b, &shape, &input, batch);
-    b.set_spin_timeout(Duration::from_millis(200));
-    for (layer, direction, block) in [
-        (1, Direction::Reverse, 3),
-        (0, Direction::Forward, 17),
-        (3, Direction::Forward, 0),
+    // The cooperative kernels spin on partners; the resident one has none.
+    for (kind, kernel) in [
+        (RecurrenceKind::Wide, "bilstm_recurrence_wide"),
+        (RecurrenceKind::Tiled, "bilstm_recurrence_tiled"),
     ] {
-        b.inject_stall(Some(StallInjection {
-            layer,
-            direction,
-            block,
-        }));
-        let mut out = vec![0.0; shape.output_len(batch).unwrap()];
-        let started = Instant::now();
-        let e = b.forward(&input, batch, &mut out).unwrap_err();
-        let took = started.elapsed();
-        eprintln!(
-            "stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
-            took.as_secs_f64()
-        );
-        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-        match e {
-            CudaError::PartnerLost {
-                layer: l,
-                direction: d,
-                ..
-            } => assert_eq!((l, d), (layer, direction)),
-            other => panic!("expected PartnerLost, got {other}"),
+        let mut b = prepared_kind(&st, batch, kind);
+        let clean = run(&mut b, &shape, &input, batch);
+        b.set_spin_timeout(Duration::from_millis(200));
+        for (layer, direction, block) in [
+            (1, Direction::Reverse, 3),
+            (0, Direction::Forward, 17),
+            (3, Direction::Forward, 0),
+        ] {
+            b.inject_stall(Some(StallInjection {
+                layer,
+                direction,
+                block,
+            }));
+            let mut out = vec![0.0; shape.output_len(batch).unwrap()];
+            let started = Instant::now();
+            let e = b.forward(&input, batch, &mut out).unwrap_err();
+            let took = started.elapsed();
+            eprintln!(
+                "{kind}: stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
+                took.as_secs_f64()
+            );
+            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+            match e {
+                CudaError::PartnerLost {
+                    kernel: k,
+                    layer: l,
+                    direction: d,
+                    ..
+                } => assert_eq!((k, l, d), (kernel, layer, direction)),
+                other => panic!("expected PartnerLost, got {other}"),
+            }
+            assert!(took < Duration::from_secs(30), "took {took:?}");
         }
-        assert!(took < Duration::from_secs(30), "took {took:?}");
+        // Without the fault the same backend works again, bit for bit.
+        b.inject_stall(None);
+        let again = run(&mut b, &shape, &input, batch);
+        assert_same_bits(
+            &clean,
+            &again,
+            &format!("{kind}: after recovering from lost partners"),
+        );
     }
-    // Without the fault the same backend works again, bit for bit.
-    b.inject_stall(None);
-    let again = run(&mut b, &shape, &input, batch);
-    assert_same_bits(&clean, &again, "after recovering from lost partners");
 }
 
 #[test]

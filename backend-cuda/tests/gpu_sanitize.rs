@@ -1,25 +1,70 @@
-//! GPU: one small pass (batch 2, 17 frames) for compute-sanitizer's memcheck, racecheck and
-//! synccheck (`scripts/gpu-bundle`'s run.sh runs it under each tool with a long spin timeout:
-//! `BILSTM_SPIN_TIMEOUT_MS`), checked against the f64 reference.
+//! GPU: one small pass per recurrence kernel (batch 2, 17 frames; wide, tiled and resident
+//! forced) for compute-sanitizer's memcheck, racecheck and synccheck (`scripts/gpu-bundle`'s
+//! run.sh runs this binary under each tool with a long spin timeout:
+//! `BILSTM_SPIN_TIMEOUT_MS`), each checked against the f64 reference. The default plan's pass
+//! (resident on the H200) runs too, and a graph replay of it.
+
+// Test helpers: a failed expectation is a failed test.
+#![allow(clippy::expect_used)]
 
 mod gpu_support;
 
 use bilstm_core::StackShape;
 use bilstm_core::owned::random_input;
-use gpu_support::{INPUT_SEED, budget, errors, prepared, reference, run, stack};
+use bilstm_cuda::RecurrenceKind;
+use gpu_support::{
+    INPUT_SEED, assert_same_bits, budget, errors, prepared, prepared_kind, reference, run, stack,
+};
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn small_pass_for_sanitizers() {
+fn small_pass(kind: Option<RecurrenceKind>) {
     let shape = StackShape::pyannote().with_frames(17);
     let st = stack(&shape);
     let batch = 2;
     let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared(&st, batch);
+    let mut b = match kind {
+        Some(k) => prepared_kind(&st, batch, k),
+        None => prepared(&st, batch),
+    };
     eprintln!("spin timeout {:?}", b.spin_timeout());
     let got = run(&mut b, &shape, &input, batch);
+    let ran = b.last_forward().expect("summary").recurrence;
     let want = reference(&st, &input, batch);
     let (rel, max_abs) = errors(&got, &want);
-    eprintln!("batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+    eprintln!("{ran}: batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
     assert!(rel <= budget());
+    if kind.is_none() {
+        // The same pass from a CUDA graph.
+        let d_in = b.stream().clone_htod(&input).expect("upload");
+        let d_out = b.stream().alloc_zeros::<f32>(got.len()).expect("alloc");
+        let graph = b
+            .capture_forward_device(d_in, batch, d_out)
+            .expect("capture");
+        b.replay(&graph).expect("replay");
+        let replayed = b.stream().clone_dtoh(graph.output()).expect("download");
+        assert_same_bits(&got, &replayed, "graph replay");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_pass_for_sanitizers() {
+    small_pass(None);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_wide_pass_for_sanitizers() {
+    small_pass(Some(RecurrenceKind::Wide));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_tiled_pass_for_sanitizers() {
+    small_pass(Some(RecurrenceKind::Tiled));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_resident_pass_for_sanitizers() {
+    small_pass(Some(RecurrenceKind::Resident));
 }

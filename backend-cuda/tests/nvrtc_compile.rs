@@ -204,3 +204,32 @@ fn the_verbose_parser_reads_ptxas_lines() {
         (16, 8, 4, 12)
     );
 }
+
+/// The TF32 projection per architecture: the real kernel (`mma.sync` TF32, `cp.async`) from 8.0
+/// on, activations rounded with `cvt.rn.tf32.f32` from 9.0 on (PTX has `.rn` for `.tf32` only
+/// there; 8.x rounds in integer arithmetic, the same ties-to-even), and a trap stub before 8.0
+/// (no TF32 tensor cores; the host never launches it there, but every kernel is compiled and
+/// loaded on every supported device).
+#[test]
+fn the_tf32_projection_is_real_from_8_0_and_rounds_to_nearest_even() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let k = bilstm_kernels::KernelId::ProjectionTf32.kernel();
+    let mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    for arch in ARCHS {
+        let ptx = compile_with_cache(k, arch, None)
+            .unwrap_or_else(|e| panic!("{arch:?}: {e}"))
+            .ptx;
+        let real = arch >= (8, 0);
+        assert_eq!(ptx.contains(mma), real, "{arch:?}: mma.sync");
+        assert_eq!(ptx.contains("cp.async.cg.shared.global"), real, "{arch:?}");
+        assert_eq!(ptx.contains("trap;"), !real, "{arch:?}: trap stub");
+        assert_eq!(
+            ptx.contains("cvt.rn.tf32.f32"),
+            arch >= (9, 0),
+            "{arch:?}: hardware round-to-nearest-even"
+        );
+        assert!(!ptx.contains("cvt.rna"), "{arch:?}: ties-away rounding");
+    }
+}

@@ -39,13 +39,24 @@ pub const TILED_BLOCKS_PER_TILE: usize = 8;
 /// Tiled recurrence: hidden units owned by one block.
 pub const TILED_UNITS_PER_BLOCK: usize = HIDDEN / TILED_BLOCKS_PER_TILE;
 
-/// Resident recurrence: threads per block (one block per window and direction).
-pub const RESIDENT_THREADS: usize = 512;
+/// Resident recurrence: threads per block (one block per window and direction). Each thread
+/// holds [`RESIDENT_CHAINS_PER_THREAD`] dot-product chains (16 terms of k) of the 16 gate rows
+/// (4 units) its group of `DOT_CHAINS / RESIDENT_CHAINS_PER_THREAD` = 8 lanes owns: 256
+/// weights, half of them in registers (up to 255 registers a thread with 256 threads) and half
+/// read from dynamic shared memory every step. Measured on the H200 (2026-11-29): 512 threads
+/// of one chain each (8 warps more, all of them running the cell update) took 1.81 us per step
+/// at batch 1.
+pub const RESIDENT_THREADS: usize = 256;
+/// Resident recurrence: dot-product chains per thread (consecutive chains, added in the thread:
+/// the first level of the fixed tree).
+pub const RESIDENT_CHAINS_PER_THREAD: usize = 2;
 /// Resident recurrence: bytes of R kept in dynamic shared memory (the other half of R lives
 /// in registers).
 pub const RESIDENT_R_SHARED_BYTES: usize = GATE_ROWS * HIDDEN * 4 / 2;
 /// Resident recurrence: dynamic shared bytes in all: half of R, a double-buffered hidden
-/// vector and one step's gate pre-activations.
+/// vector (`2 * HIDDEN` floats, so each step needs one block barrier) and one step's
+/// projection (`GATE_ROWS` floats), copied in with `cp.async` while the dot products run so
+/// that no register holds it meanwhile.
 pub const RESIDENT_SHARED_BYTES: usize = RESIDENT_R_SHARED_BYTES + 2 * HIDDEN * 4 + GATE_ROWS * 4;
 
 /// FP32 projection: output tile edge of the small tile.
@@ -58,8 +69,17 @@ pub const PROJ_K_TILE: usize = 8;
 pub const PROJ_TF32_TILE_ROWS: usize = 128;
 /// TF32 projection: output tile columns.
 pub const PROJ_TF32_TILE_COLS: usize = 256;
-/// TF32 projection: dynamic shared bytes (cp.async double buffer), upstream's figure.
-pub const PROJ_TF32_SHARED_BYTES: usize = 60 * 1024;
+/// TF32 projection: K values of both operands per cp.async stage (two `mma.sync` k-steps of 8).
+pub const PROJ_TF32_K_TILE: usize = 16;
+/// TF32 projection: floats between consecutive rows of a stage in shared memory: the K tile plus
+/// 8 floats of padding. An odd multiple of 8, so that the 64-bit fragment loads of a half-warp
+/// (8 rows x 4 pairs) hit 32 distinct banks.
+pub const PROJ_TF32_ROW_FLOATS: usize = PROJ_TF32_K_TILE + 8;
+/// TF32 projection: dynamic shared bytes, a double buffer of both operands' K tiles:
+/// `2 * (TILE_ROWS + TILE_COLS) * ROW_FLOATS * 4` = 72 KiB. Upstream used 60 KiB (rows of 20
+/// floats and 32-bit fragment loads); the 64-bit loads need rows of 24.
+pub const PROJ_TF32_SHARED_BYTES: usize =
+    2 * (PROJ_TF32_TILE_ROWS + PROJ_TF32_TILE_COLS) * PROJ_TF32_ROW_FLOATS * 4;
 
 /// Hidden-state exchange: bytes of one published word (flag in the high half, value low).
 pub const EXCHANGE_WORD_BYTES: usize = 8;
@@ -83,7 +103,7 @@ pub const MAX_DEFINES: usize = 48;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 30] = [
+    let all: [(&'static str, usize); 33] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -97,6 +117,10 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_TILED_BLOCKS_PER_TILE", TILED_BLOCKS_PER_TILE),
         ("BILSTM_TILED_UNITS_PER_BLOCK", TILED_UNITS_PER_BLOCK),
         ("BILSTM_RESIDENT_THREADS", RESIDENT_THREADS),
+        (
+            "BILSTM_RESIDENT_CHAINS_PER_THREAD",
+            RESIDENT_CHAINS_PER_THREAD,
+        ),
         ("BILSTM_RESIDENT_R_SHARED_BYTES", RESIDENT_R_SHARED_BYTES),
         ("BILSTM_RESIDENT_SHARED_BYTES", RESIDENT_SHARED_BYTES),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
@@ -105,6 +129,8 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_PROJ_TF32_TILE_ROWS", PROJ_TF32_TILE_ROWS),
         ("BILSTM_PROJ_TF32_TILE_COLS", PROJ_TF32_TILE_COLS),
         ("BILSTM_PROJ_TF32_SHARED_BYTES", PROJ_TF32_SHARED_BYTES),
+        ("BILSTM_PROJ_TF32_K_TILE", PROJ_TF32_K_TILE),
+        ("BILSTM_PROJ_TF32_ROW_FLOATS", PROJ_TF32_ROW_FLOATS),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
@@ -137,6 +163,8 @@ mod tests {
             EXCHANGE_LINE_BYTES
         );
         assert_eq!(RESIDENT_R_SHARED_BYTES, 128 * 1024);
+        assert_eq!(PROJ_TF32_SHARED_BYTES, 72 * 1024);
+        assert_eq!(PROJ_TF32_ROW_FLOATS % 16, 8);
         assert!(WIDE_TILE_HEIGHTS.iter().all(|&h| h <= WIDE_MAX_TILE_HEIGHT));
     }
 
@@ -144,7 +172,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 30);
+        assert_eq!(d.len(), 33);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

@@ -338,9 +338,12 @@ mod tests {
 
     #[test]
     fn hand_worked_shared_memory_cases() {
-        // The resident recurrence: 512 threads, 128 regs, 134,144 dynamic bytes + 1 KiB
-        // reserved = 135,168 of 233,472: one block (registers tie at 1; registers come first).
+        // The first resident recurrence (512 threads, 128 regs, 134,144 dynamic bytes + 1 KiB
+        // reserved = 135,168 of 233,472): one block (registers tie at 1; registers come first).
         assert_eq!(occ(&HOPPER, k(512, 128, 0, 134_144)), (1, Limit::Registers));
+        // The resident recurrence as built (256 threads, 238 regs: 7,680 per warp, 2 warps per
+        // quarter): one block, registers and shared memory tie.
+        assert_eq!(occ(&HOPPER, k(256, 238, 0, 134_144)), (1, Limit::Registers));
         // Same shared memory with fewer registers: shared memory binds.
         assert_eq!(
             occ(&HOPPER, k(128, 32, 0, 134_144)),

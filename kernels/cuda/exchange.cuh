@@ -58,3 +58,55 @@ __device__ __forceinline__ bl_u32 bl_exchange_word_flag(bl_u64 word) {
 __device__ __forceinline__ float bl_exchange_word_value(bl_u64 word) {
     return __uint_as_float((bl_u32)(word & 0xffffffffull));
 }
+
+// The bounded spin of a consumer (used by recurrence_tiled.cu; recurrence_wide.cu spells the
+// same loop out inline): the state one thread carries through the waits of one step.
+struct bl_spin_state {
+    // %globaltimer when this thread first found a word not yet published (0: not yet).
+    bl_u64 wait_start;
+    // Polls so far; the timer and the error word are read every 16th poll.
+    bl_u32 spins;
+    // The thread gave up (timeout, or another block reported an error).
+    bool aborted;
+};
+
+// Waits until the word at `address` carries flag `want`, starting from the already loaded
+// `word`, and returns the last word read. Every 16th poll reads %globaltimer and the error
+// word: a wait beyond `timeout_ns` (measured from the first poll of this step) sets
+// `state.aborted` and `*timed_out`; a non-zero error[0] (another block gave up) sets
+// `state.aborted` only. After an abort the caller must stop waiting and leave the kernel
+// after the step's barrier.
+__device__ __forceinline__ bl_u64 bl_exchange_wait(const bl_u64* address, bl_u64 word, bl_u32 want,
+                                                   bl_u64 timeout_ns, const int* error,
+                                                   bl_spin_state& state, bool* timed_out) {
+    while (bl_exchange_word_flag(word) != want) {
+        ++state.spins;
+        if ((state.spins & 15u) == 0u) {
+            const bl_u64 now = bl_globaltimer_ns();
+            if (state.wait_start == 0) {
+                state.wait_start = now;
+            } else if (now - state.wait_start > timeout_ns) {
+                state.aborted = true;
+                *timed_out = true;
+                break;
+            }
+            if (bl_ld_relaxed_i32(error) != BL_ERROR_NONE) {
+                state.aborted = true;
+                break;
+            }
+        }
+        word = bl_ld_relaxed_u64(address);
+    }
+    return word;
+}
+
+// Records the first lost partner in `error`: {BL_ERROR_PARTNER_LOST, layer, direction, step}
+// (only the first block to report writes the details).
+__device__ __forceinline__ void bl_exchange_report_lost(int* error, bl_u32 layer, bl_u32 direction,
+                                                        bl_u32 step) {
+    if (atomicCAS(error, BL_ERROR_NONE, BL_ERROR_PARTNER_LOST) == BL_ERROR_NONE) {
+        error[1] = (int)layer;
+        error[2] = (int)direction;
+        error[3] = (int)step;
+    }
+}

@@ -41,14 +41,25 @@ pub enum KernelId {
     ProjectionLarge,
     /// `bilstm_recurrence_wide` (`recurrence_wide.cu`): the wide cooperative recurrence.
     RecurrenceWide,
+    /// `bilstm_recurrence_tiled` (`recurrence_tiled.cu`): the tiled cooperative recurrence.
+    RecurrenceTiled,
+    /// `bilstm_recurrence_resident` (`recurrence_resident.cu`): one block per window and
+    /// direction, R on one SM.
+    RecurrenceResident,
+    /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
+    /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
+    ProjectionTf32,
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 4] = [
+pub const ALL: [KernelId; 7] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
     KernelId::RecurrenceWide,
+    KernelId::RecurrenceTiled,
+    KernelId::RecurrenceResident,
+    KernelId::ProjectionTf32,
 ];
 
 /// A kernel: its entry point, its source file and how it is launched.
@@ -86,6 +97,9 @@ impl Kernel {
 const CLEAR_SOURCE: &str = include_str!("../cuda/clear.cu");
 const PROJECTION_SOURCE: &str = include_str!("../cuda/projection.cu");
 const RECURRENCE_WIDE_SOURCE: &str = include_str!("../cuda/recurrence_wide.cu");
+const RECURRENCE_TILED_SOURCE: &str = include_str!("../cuda/recurrence_tiled.cu");
+const RECURRENCE_RESIDENT_SOURCE: &str = include_str!("../cuda/recurrence_resident.cu");
+const PROJECTION_TF32_SOURCE: &str = include_str!("../cuda/projection_tf32.cu");
 
 /// `bilstm_clear`: zeroes `word_count` exchange words and `error_count` error ints.
 /// 1-D grid (any size; grid-stride loop), 256 threads, no dynamic shared memory, not
@@ -135,6 +149,53 @@ pub const RECURRENCE_WIDE: Kernel = Kernel {
     cooperative: true,
 };
 
+/// `bilstm_recurrence_tiled`: all steps of one direction of one layer for a range of
+/// eight-window tiles. COOPERATIVE; grid `tiles_in_launch * 8` blocks of 256 threads, no
+/// dynamic shared memory, [`params::RecurrenceTiledParams`]. Block `b` of a tile owns units
+/// `16b .. 16b + 16` of the tile's 8 windows and keeps their 64 gate rows of R in registers.
+/// Preconditions: exchange zeroed on this stream (by [`CLEAR`]) and laid out by
+/// `ExchangeLayout::tiled(tiles)`. A partner that never publishes ends the kernel with
+/// `error[0] ==` [`params::ERROR_PARTNER_LOST`] after `spin_timeout_ns` instead of a hang.
+pub const RECURRENCE_TILED: Kernel = Kernel {
+    id: KernelId::RecurrenceTiled,
+    entry: "bilstm_recurrence_tiled",
+    source_name: "recurrence_tiled.cu",
+    source: RECURRENCE_TILED_SOURCE,
+    cooperative: true,
+};
+
+/// `bilstm_recurrence_resident`: all steps of both directions of one layer, one block per
+/// (window, direction). Not cooperative; grid `2 * batch` blocks of `RESIDENT_THREADS` (256)
+/// threads, `RESIDENT_SHARED_BYTES` (134,144) dynamic shared bytes, which the host must allow
+/// first with `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`;
+/// [`params::RecurrenceResidentParams`]. Half of R in registers, half in shared memory, the
+/// hidden state double-buffered in shared memory: one block barrier per step, no exchange, no
+/// clear, no spin.
+pub const RECURRENCE_RESIDENT: Kernel = Kernel {
+    id: KernelId::RecurrenceResident,
+    entry: "bilstm_recurrence_resident",
+    source_name: "recurrence_resident.cu",
+    source: RECURRENCE_RESIDENT_SOURCE,
+    cooperative: false,
+};
+
+/// `bilstm_projection_tf32`: `gates[d] = tf32(x) . Wt_d` for both directions on TF32 tensor
+/// cores (`mma.sync m16n8k8`), `Wt_d` the packed gate-major weights pre-rounded to TF32
+/// (`PackedOffsets::input_tf32`). Not cooperative; grid `(ceil(rows / 128), 512 / 256, 2)`,
+/// 256 threads, `PROJ_TF32_SHARED_BYTES` (73,728) dynamic shared bytes, which the host must allow
+/// first with `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`;
+/// [`params::ProjectionTf32Params`]. Compute capability 8.0 or later: compiled for an older
+/// architecture the entry is a trap and must not be launched. Activations are rounded in the
+/// kernel to nearest, ties to even; FP32 accumulation in ascending steps of 8 k, deterministic
+/// run to run (not bitwise equal to the FP32 tiles).
+pub const PROJECTION_TF32: Kernel = Kernel {
+    id: KernelId::ProjectionTf32,
+    entry: "bilstm_projection_tf32",
+    source_name: "projection_tf32.cu",
+    source: PROJECTION_TF32_SOURCE,
+    cooperative: false,
+};
+
 impl KernelId {
     /// The kernel's description.
     pub const fn kernel(self) -> &'static Kernel {
@@ -143,6 +204,9 @@ impl KernelId {
             KernelId::ProjectionSmall => &PROJECTION_SMALL,
             KernelId::ProjectionLarge => &PROJECTION_LARGE,
             KernelId::RecurrenceWide => &RECURRENCE_WIDE,
+            KernelId::RecurrenceTiled => &RECURRENCE_TILED,
+            KernelId::RecurrenceResident => &RECURRENCE_RESIDENT,
+            KernelId::ProjectionTf32 => &PROJECTION_TF32,
         }
     }
 
@@ -153,6 +217,9 @@ impl KernelId {
             KernelId::ProjectionSmall => "projection_small",
             KernelId::ProjectionLarge => "projection_large",
             KernelId::RecurrenceWide => "recurrence_wide",
+            KernelId::RecurrenceTiled => "recurrence_tiled",
+            KernelId::RecurrenceResident => "recurrence_resident",
+            KernelId::ProjectionTf32 => "projection_tf32",
         }
     }
 }
@@ -189,11 +256,14 @@ pub const HEADERS: [Header; 3] = [
 ];
 
 /// Every distinct `.cu` source: `(file name, text)`.
-pub fn sources() -> [(&'static str, &'static str); 3] {
+pub fn sources() -> [(&'static str, &'static str); 6] {
     [
         ("clear.cu", CLEAR_SOURCE),
         ("projection.cu", PROJECTION_SOURCE),
         ("recurrence_wide.cu", RECURRENCE_WIDE_SOURCE),
+        ("recurrence_tiled.cu", RECURRENCE_TILED_SOURCE),
+        ("recurrence_resident.cu", RECURRENCE_RESIDENT_SOURCE),
+        ("projection_tf32.cu", PROJECTION_TF32_SOURCE),
     ]
 }
 
@@ -378,6 +448,21 @@ mod tests {
                 "recurrence_wide.cu",
                 "sizeof(bl_recurrence_wide_params) ==",
                 core::mem::size_of::<params::RecurrenceWideParams>(),
+            ),
+            (
+                "recurrence_tiled.cu",
+                "sizeof(bl_recurrence_tiled_params) ==",
+                core::mem::size_of::<params::RecurrenceTiledParams>(),
+            ),
+            (
+                "recurrence_resident.cu",
+                "sizeof(bl_recurrence_resident_params) ==",
+                core::mem::size_of::<params::RecurrenceResidentParams>(),
+            ),
+            (
+                "projection_tf32.cu",
+                "sizeof(bl_projection_tf32_params) ==",
+                core::mem::size_of::<params::ProjectionTf32Params>(),
             ),
         ];
         for (file, needle, size) in pairs {

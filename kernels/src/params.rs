@@ -101,6 +101,96 @@ pub struct RecurrenceWideParams {
 }
 const _: () = assert!(size_of::<RecurrenceWideParams>() == 104);
 
+/// Parameters of `bilstm_recurrence_tiled` (`bl_recurrence_tiled_params` in
+/// `recurrence_tiled.cu`). The tile height is fixed (`TILED_WINDOWS`), so unlike
+/// [`RecurrenceWideParams`] there is no `tile_height`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecurrenceTiledParams {
+    /// `const float*`: this direction's projection `[batch * frames, 512]`.
+    pub proj: u64,
+    /// `const float*`: this direction's packed recurrent rows `[512, 128]`.
+    pub recurrent: u64,
+    /// `const float*`: this direction's packed combined bias `[512]`.
+    pub bias: u64,
+    /// `float*`: the layer output `[batch, frames, 256]`.
+    pub out: u64,
+    /// `u64*`: the aligned exchange base (both directions, all tiles).
+    pub exchange: u64,
+    /// `int*`: the error array ([`ERROR_WORDS`] ints).
+    pub error: u64,
+    /// A block that waits longer than this for a partner gives up (nanoseconds).
+    pub spin_timeout_ns: u64,
+    /// Windows in the batch.
+    pub batch: u32,
+    /// Frames (steps) per window.
+    pub frames: u32,
+    /// Layer index (part of the exchange flag).
+    pub layer: u32,
+    /// 0 forward, 1 reverse.
+    pub direction: u32,
+    /// The first tile of this launch.
+    pub tile_offset: u32,
+    /// Exchange layout: words between producer blocks.
+    pub block_stride: u32,
+    /// Exchange layout: words between the two parity slots.
+    pub slot_stride: u32,
+    /// Exchange layout: words between tiles.
+    pub tile_stride: u32,
+    /// Exchange layout: words between the directions.
+    pub direction_stride: u32,
+    /// Test-only fault injection: this block index returns at once (`-1`: none).
+    pub stall_block: i32,
+}
+const _: () = assert!(size_of::<RecurrenceTiledParams>() == 96);
+
+/// Parameters of `bilstm_recurrence_resident` (`bl_recurrence_resident_params` in
+/// `recurrence_resident.cu`): both directions of one layer in one launch, so the per-direction
+/// tensors come in pairs (index 0 forward, 1 reverse).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecurrenceResidentParams {
+    /// `const float*` per direction: the projection `[batch * frames, 512]`.
+    pub proj: [u64; 2],
+    /// `const float*` per direction: packed recurrent rows `[512, 128]`.
+    pub recurrent: [u64; 2],
+    /// `const float*` per direction: packed combined bias `[512]`.
+    pub bias: [u64; 2],
+    /// `float*`: the layer output `[batch, frames, 256]`.
+    pub out: u64,
+    /// Windows in the batch (the grid is `2 * batch` blocks).
+    pub batch: u32,
+    /// Frames (steps) per window.
+    pub frames: u32,
+}
+const _: () = assert!(size_of::<RecurrenceResidentParams>() == 64);
+
+/// Parameters of `bilstm_projection_tf32` (`bl_projection_tf32_params` in `projection_tf32.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProjectionTf32Params {
+    /// `const float*`: the layer input `[rows, in_width]`.
+    pub x: u64,
+    /// `const float*` per direction: packed gate-major input weights pre-rounded to TF32,
+    /// `[512, weights_row_stride]` (16-byte aligned).
+    pub weights: [u64; 2],
+    /// `float*`: the projection output, direction `d` at `out + d * out_direction_stride`,
+    /// each `[rows, 512]`.
+    pub out: u64,
+    /// Floats from the forward to the reverse direction's output (even).
+    pub out_direction_stride: u64,
+    /// Rows (`batch * frames`).
+    pub rows: u32,
+    /// Values per input row (60 for layer 0 of pyannote, 256 after).
+    pub in_width: u32,
+    /// Floats between consecutive gate rows of `weights` (`padded_in(in_width)`, a multiple
+    /// of 4).
+    pub weights_row_stride: u32,
+    /// Padding; zero.
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<ProjectionTf32Params>() == 56);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +242,57 @@ mod tests {
             offset_of!(RecurrenceWideParams, reserved),
         ];
         assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100]);
+    }
+
+    #[test]
+    fn recurrence_tiled_offsets() {
+        let pointers = [
+            offset_of!(RecurrenceTiledParams, proj),
+            offset_of!(RecurrenceTiledParams, recurrent),
+            offset_of!(RecurrenceTiledParams, bias),
+            offset_of!(RecurrenceTiledParams, out),
+            offset_of!(RecurrenceTiledParams, exchange),
+            offset_of!(RecurrenceTiledParams, error),
+            offset_of!(RecurrenceTiledParams, spin_timeout_ns),
+        ];
+        assert_eq!(pointers, [0, 8, 16, 24, 32, 40, 48]);
+        let words = [
+            offset_of!(RecurrenceTiledParams, batch),
+            offset_of!(RecurrenceTiledParams, frames),
+            offset_of!(RecurrenceTiledParams, layer),
+            offset_of!(RecurrenceTiledParams, direction),
+            offset_of!(RecurrenceTiledParams, tile_offset),
+            offset_of!(RecurrenceTiledParams, block_stride),
+            offset_of!(RecurrenceTiledParams, slot_stride),
+            offset_of!(RecurrenceTiledParams, tile_stride),
+            offset_of!(RecurrenceTiledParams, direction_stride),
+            offset_of!(RecurrenceTiledParams, stall_block),
+        ];
+        assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92]);
+    }
+
+    #[test]
+    fn recurrence_resident_offsets() {
+        assert_eq!(offset_of!(RecurrenceResidentParams, proj), 0);
+        assert_eq!(offset_of!(RecurrenceResidentParams, recurrent), 16);
+        assert_eq!(offset_of!(RecurrenceResidentParams, bias), 32);
+        assert_eq!(offset_of!(RecurrenceResidentParams, out), 48);
+        assert_eq!(offset_of!(RecurrenceResidentParams, batch), 56);
+        assert_eq!(offset_of!(RecurrenceResidentParams, frames), 60);
+    }
+
+    #[test]
+    fn projection_tf32_offsets() {
+        let fields = [
+            offset_of!(ProjectionTf32Params, x),
+            offset_of!(ProjectionTf32Params, weights),
+            offset_of!(ProjectionTf32Params, out),
+            offset_of!(ProjectionTf32Params, out_direction_stride),
+            offset_of!(ProjectionTf32Params, rows),
+            offset_of!(ProjectionTf32Params, in_width),
+            offset_of!(ProjectionTf32Params, weights_row_stride),
+            offset_of!(ProjectionTf32Params, reserved),
+        ];
+        assert_eq!(fields, [0, 8, 24, 32, 40, 44, 48, 52]);
     }
 }

@@ -11,6 +11,9 @@
 
 pub(crate) mod clear;
 pub(crate) mod projection;
+pub(crate) mod projection_tf32;
+pub(crate) mod recurrence_resident;
+pub(crate) mod recurrence_tiled;
 pub(crate) mod recurrence_wide;
 pub(crate) mod sys;
 

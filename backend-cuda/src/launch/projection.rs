@@ -24,7 +24,8 @@ pub(crate) const fn fp32_tile(tile: ProjectionTile) -> Option<(usize, &'static s
 pub(crate) struct ProjectionArgs {
     /// The layer input `[rows, in_width]`.
     pub x: Span,
-    /// Per direction: packed K-major input weights `[padded_in(in_width), 512]`.
+    /// Per direction: packed K-major input weights `[padded_in(in_width), 512]` (for
+    /// `launch::projection_tf32`: the gate-major TF32 weights `[512, padded_in(in_width)]`).
     pub weights: [Span; 2],
     /// The projection buffer: direction `d` at `d * direction_stride` floats.
     pub out: Span,

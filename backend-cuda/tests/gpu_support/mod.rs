@@ -56,6 +56,29 @@ pub fn prepared(stack: &OwnedStack, max_batch: usize) -> CudaBackend {
     b
 }
 
+/// A backend prepared as [`prepared`] with `kind` forced as its recurrence kernel.
+pub fn prepared_kind(
+    stack: &OwnedStack,
+    max_batch: usize,
+    kind: bilstm_cuda::RecurrenceKind,
+) -> CudaBackend {
+    let mut b = prepared(stack, max_batch);
+    force(&mut b, Some(kind));
+    b
+}
+
+/// Forces `kind` as the recurrence kernel of `backend` (`None`: the plan's own), keeping any
+/// forced projection tile.
+pub fn force(backend: &mut CudaBackend, kind: Option<bilstm_cuda::RecurrenceKind>) {
+    let overrides = bilstm_cuda::Overrides {
+        recurrence: kind,
+        ..backend.overrides()
+    };
+    backend
+        .set_overrides(overrides)
+        .unwrap_or_else(|e| panic!("forcing {kind:?}: {e}"));
+}
+
 /// Runs `backend` on `input` (`batch` windows of `shape`).
 pub fn run(
     backend: &mut impl Backend<Error = impl std::fmt::Display>,

@@ -6,10 +6,10 @@
 //!
 //! | decision | function | rule |
 //! |---|---|---|
-//! | recurrence kernel | [`choose_recurrence`] | resident where it fits an SM, else tiled from [`TILED_MIN_BATCH`] windows, wide below |
+//! | recurrence kernel | [`choose_recurrence`] | resident where it fits an SM (measured on 9.0: [`MEASURED_ARCHITECTURES`]), else tiled from [`TILED_MIN_BATCH`] windows, wide below |
 //! | its schedule | [`choose_coop_schedule`] | [`crate::schedule`]: tile heights, launches within the co-resident capacity |
 //! | directions at once | [`choose_streams`] | only when both directions fit the capacity together |
-//! | projection tile | [`choose_projection_tile`] | TF32 where allowed in TF32 mode, else 64x64 below [`LARGE_TILE_MIN_ROWS`] rows, 128x128 from there |
+//! | projection tile | [`choose_projection_tile`] | TF32 where allowed in TF32 mode, else 64x64 on [`SMALL_TILE_ARCHITECTURES`] (measured on 9.0), elsewhere 64x64 below [`LARGE_TILE_MIN_ROWS`] rows, 128x128 from there |
 //!
 //! A [`Plan`] is plain data (as RustFFT's recipes are): each decision keeps its choice and a
 //! [`Reason`], and `Display` prints one line per decision:
@@ -43,21 +43,21 @@ use core::fmt;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
-    BLOCK_THREADS, HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
-    RESIDENT_SHARED_BYTES, RESIDENT_THREADS, TILED_WINDOWS, WIDE_MAX_TILE_HEIGHT,
+    BLOCK_THREADS, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
+    RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::schedule::CoopSchedule;
 use crate::shape::{MathMode, StackShape};
 
 pub use projection::{
-    LARGE_TILE_MIN_ROWS, ProjectionTile, TF32_ARCHITECTURES, Tf32Refusal, check_forced_projection,
-    choose_projection_tile,
+    LARGE_TILE_MIN_ROWS, ProjectionTile, SMALL_TILE_ARCHITECTURES, TF32_ARCHITECTURES, Tf32Refusal,
+    check_forced_projection, choose_projection_tile,
 };
 pub use reason::Reason;
 pub use recurrence::{
-    RESIDENT_MIN_BLOCKS_PER_SM, RecurrenceOccupancy, TILED_MIN_BATCH, check_forced_recurrence,
-    choose_recurrence,
+    MEASURED_ARCHITECTURES, RESIDENT_MIN_BLOCKS_PER_SM, RecurrenceOccupancy, TILED_MIN_BATCH,
+    check_forced_recurrence, choose_recurrence,
 };
 pub use schedule::{RecurrenceSchedule, choose_coop_schedule};
 pub use streams::choose_streams;
@@ -127,25 +127,41 @@ pub struct KernelResources {
     pub projection_tf32: KernelUsage,
 }
 
-/// Registers per thread the nominal wide and tiled recurrences are assumed to use. With
-/// 256-thread blocks anything from 81 to 128 gives 2 blocks per SM on every table entry, so
-/// the estimate only matters if the real kernels drop to 80 or fewer (3 blocks per SM).
-pub const NOMINAL_COOPERATIVE_REGISTERS: u32 = 96;
+/// Registers per thread of the compiled wide recurrence (the H200 driver and ptxas 13.0 for
+/// sm_90: 222; sm_80: 224), with its static shared memory [`WIDE_STATIC_SHARED_BYTES`]: one
+/// block per SM on every table entry.
+pub const WIDE_REGISTERS: u32 = 222;
+/// Static shared bytes of the compiled wide recurrence: two hidden-state stages of 32 windows x
+/// (128 + 8) floats (measured on the H200 by the driver, 2026-11-29).
+pub const WIDE_STATIC_SHARED_BYTES: usize = 34_816;
+/// Registers per thread of the compiled tiled recurrence (the H200 driver and ptxas 13.0 for
+/// sm_90: 126; sm_80: 124; `__launch_bounds__(256, 2)` caps it at 128): two blocks per SM on
+/// every table entry.
+pub const TILED_REGISTERS: u32 = 126;
+/// Static shared bytes of the compiled tiled recurrence: two hidden-state stages of 8 windows x
+/// (128 + 16) floats.
+pub const TILED_STATIC_SHARED_BYTES: usize = 9_216;
+/// Registers per thread of the compiled resident recurrence (the H200 driver's figure,
+/// 2026-11-29, and ptxas 13.0 for sm_80: 238; 128 of them hold half of R): one 256-thread block
+/// per SM, which its 134,144 dynamic shared bytes allow anyway.
+pub const RESIDENT_REGISTERS: u32 = 238;
 
 /// Bytes of an f32.
 const F32_BYTES: usize = 4;
 
 impl KernelResources {
-    /// Design estimates (DESIGN §4):
+    /// The kernels' figures as compiled for sm_90 (ptxas 13.0), so that plans for table
+    /// entries match what the CUDA backend computes from the real kernels (the occupancy they
+    /// give is the same on every table architecture):
     ///
-    /// - wide: 256 threads, [`NOMINAL_COOPERATIVE_REGISTERS`], static shared for one hidden
-    ///   vector per window of a 32-window tile (16 KiB);
-    /// - tiled: 256 threads, the same registers, one hidden vector per window of an 8-window
-    ///   tile (4 KiB);
-    /// - resident: 512 threads, 128 registers (half of R), [`RESIDENT_SHARED_BYTES`] dynamic;
+    /// - wide: 256 threads, [`WIDE_REGISTERS`], [`WIDE_STATIC_SHARED_BYTES`] static;
+    /// - tiled: 256 threads, [`TILED_REGISTERS`], [`TILED_STATIC_SHARED_BYTES`] static;
+    /// - resident: [`RESIDENT_THREADS`] threads, [`RESIDENT_REGISTERS`],
+    ///   [`RESIDENT_SHARED_BYTES`] dynamic;
     /// - FP32 projections: 256 threads, double-buffered K tiles of 8 in static shared
-    ///   (64x64: 64 registers, 8 KiB; 128x128: 128 registers, 16 KiB);
-    /// - TF32 projection: 256 threads, 128 registers, [`PROJ_TF32_SHARED_BYTES`] dynamic.
+    ///   (64x64: 64 registers, 8 KiB; 128x128: 128 registers, 16 KiB; design estimates);
+    /// - TF32 projection: 256 threads, 128 registers, [`PROJ_TF32_SHARED_BYTES`] dynamic
+    ///   (design estimate).
     pub const fn nominal() -> Self {
         const fn usage(
             threads: usize,
@@ -165,19 +181,14 @@ impl KernelResources {
             2 * 2 * PROJ_K_TILE * edge * F32_BYTES
         }
         KernelResources {
-            wide: usage(
-                BLOCK_THREADS,
-                NOMINAL_COOPERATIVE_REGISTERS,
-                WIDE_MAX_TILE_HEIGHT * HIDDEN * F32_BYTES,
+            wide: usage(BLOCK_THREADS, WIDE_REGISTERS, WIDE_STATIC_SHARED_BYTES, 0),
+            tiled: usage(BLOCK_THREADS, TILED_REGISTERS, TILED_STATIC_SHARED_BYTES, 0),
+            resident: usage(
+                RESIDENT_THREADS,
+                RESIDENT_REGISTERS,
                 0,
+                RESIDENT_SHARED_BYTES,
             ),
-            tiled: usage(
-                BLOCK_THREADS,
-                NOMINAL_COOPERATIVE_REGISTERS,
-                TILED_WINDOWS * HIDDEN * F32_BYTES,
-                0,
-            ),
-            resident: usage(RESIDENT_THREADS, 128, 0, RESIDENT_SHARED_BYTES),
             projection_small: usage(BLOCK_THREADS, 64, projection_static(PROJ_SMALL_TILE), 0),
             projection_large: usage(BLOCK_THREADS, 128, projection_static(PROJ_LARGE_TILE), 0),
             projection_tf32: usage(BLOCK_THREADS, 128, 0, PROJ_TF32_SHARED_BYTES),
@@ -220,7 +231,7 @@ pub struct Overrides {
 }
 
 /// A plan: what runs for one batch size and math mode on one device, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
     /// Windows per forward.
     pub batch: usize,

@@ -9,12 +9,24 @@ use crate::error::CoreError;
 use crate::occupancy::{Occupancy, blocks_per_sm};
 use crate::shape::MathMode;
 
-/// 128x128 FP32 projection tiles from this many GEMM rows (`batch * frames`) on; 64x64 below.
+/// 128x128 FP32 projection tiles from this many GEMM rows (`batch * frames`) on; 64x64 below
+/// (except on [`SMALL_TILE_ARCHITECTURES`]).
 ///
 /// Upstream (RTX 4060 Ti, 8.9): 64x64 tiles were faster for batch 1..3 of 589 frames (up to
-/// 1,767 rows) and 128x128 from batch 4 (2,356 rows). Not yet measured on the H200: re-run
-/// the projection benchmark of `bilstm-cuda` before changing it.
+/// 1,767 rows) and 128x128 from batch 4 (2,356 rows). Not measured here on any architecture
+/// where it applies (the H200 follows [`SMALL_TILE_ARCHITECTURES`]).
 pub const LARGE_TILE_MIN_ROWS: usize = 2048;
+
+/// Compute capabilities where the 64x64 FP32 tile runs at every row count.
+///
+/// Measured on the H200 (9.0, 2026-11-29, `bench/NOTES.md`; ms per forward of the pyannote
+/// stack, 589 frames, resident recurrence, each tile forced): 64x64 vs 128x128 at batch 1:
+/// 3.82 vs 3.88, 8: 4.08 vs 4.15, 9: 4.15 vs 4.16, 32: 5.01 vs 5.01, 64: 6.25 vs 6.27, 128:
+/// 12.43 vs 12.55, 256: 24.76 vs 24.95, 1024: 98.60 vs 99.35. The 64x64 tile is up to 1.9%
+/// faster and never more than 0.2% slower (the first run of the day showed the same
+/// direction at every batch): on 9.0 the 128x128 tile's 138 registers leave one block per SM,
+/// the 64x64 tile's 54 leave four. Other architectures are not measured here.
+pub const SMALL_TILE_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 
 /// Compute capabilities where the TF32 tile may run in [`MathMode::Tf32`].
 ///
@@ -101,12 +113,48 @@ pub fn tf32_allowed(compute_capability: (u32, u32)) -> Result<(), Tf32Refusal> {
     }
 }
 
-/// The FP32 tile the row count asks for.
+/// The FP32 tile the row count asks for ([`LARGE_TILE_MIN_ROWS`]), on an architecture without
+/// a measured rule of its own.
 pub const fn fp32_tile_for_rows(rows: usize) -> ProjectionTile {
     if rows >= LARGE_TILE_MIN_ROWS {
         ProjectionTile::Large128
     } else {
         ProjectionTile::Small64
+    }
+}
+
+/// Whether `compute_capability` is one of [`SMALL_TILE_ARCHITECTURES`].
+const fn small_tile_architecture(compute_capability: (u32, u32)) -> bool {
+    let mut i = 0;
+    while i < SMALL_TILE_ARCHITECTURES.len() {
+        let (major, minor) = SMALL_TILE_ARCHITECTURES[i];
+        if major == compute_capability.0 && minor == compute_capability.1 {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The FP32 tile for `rows` rows on `compute_capability`: 64x64 on
+/// [`SMALL_TILE_ARCHITECTURES`], else [`fp32_tile_for_rows`].
+pub const fn fp32_tile_for(compute_capability: (u32, u32), rows: usize) -> ProjectionTile {
+    if small_tile_architecture(compute_capability) {
+        ProjectionTile::Small64
+    } else {
+        fp32_tile_for_rows(rows)
+    }
+}
+
+/// The reason an FP32 tile chosen by [`fp32_tile_for`] gives.
+const fn fp32_reason(compute_capability: (u32, u32), tile: ProjectionTile, rows: usize) -> Reason {
+    if small_tile_architecture(compute_capability) {
+        Reason::SmallTileMeasured {
+            rows,
+            compute_capability,
+        }
+    } else {
+        Reason::ByRows { tile, rows }
     }
 }
 
@@ -117,7 +165,7 @@ fn occupancy(facts: &DeviceFacts, resources: &KernelResources, tile: ProjectionT
 /// Chooses the projection tile for a GEMM of `rows` rows (`batch * frames`).
 ///
 /// In [`MathMode::Tf32`] on an architecture [`tf32_allowed`] accepts, the TF32 tile; otherwise
-/// the FP32 tile [`fp32_tile_for_rows`] names. A tile that cannot run on the device (0 blocks
+/// the FP32 tile [`fp32_tile_for`] names. A tile that cannot run on the device (0 blocks
 /// per SM) gives way to the next smaller FP32 tile.
 ///
 /// # Errors
@@ -128,7 +176,7 @@ pub fn choose_projection_tile(
     rows: usize,
     math: MathMode,
 ) -> Result<Decision<ProjectionTile>, CoreError> {
-    let by_rows = fp32_tile_for_rows(rows);
+    let by_rows = fp32_tile_for(facts.compute_capability, rows);
     let (preferred, reason) = match (math, tf32_allowed(facts.compute_capability)) {
         (MathMode::Tf32, Ok(())) => (
             ProjectionTile::Tf32,
@@ -146,10 +194,7 @@ pub fn choose_projection_tile(
         ),
         (MathMode::Fp32, _) => (
             by_rows,
-            Reason::ByRows {
-                tile: by_rows,
-                rows,
-            },
+            fp32_reason(facts.compute_capability, by_rows, rows),
         ),
     };
     let preferred_occupancy = occupancy(facts, resources, preferred);
@@ -232,21 +277,21 @@ mod tests {
     #[test]
     fn rows_pick_the_fp32_tile() {
         let nominal = KernelResources::nominal();
-        let h200 = facts("h200");
+        let ada = facts("rtx4090");
         for (rows, tile) in [
             (0, ProjectionTile::Small64),
             (1767, ProjectionTile::Small64),
             (2047, ProjectionTile::Small64),
         ] {
             assert_eq!(
-                choose_projection_tile(&h200, &nominal, rows, MathMode::Fp32)
+                choose_projection_tile(&ada, &nominal, rows, MathMode::Fp32)
                     .unwrap()
                     .choice,
                 tile
             );
         }
         for rows in [2048, 2356, 589 * 1024] {
-            let d = choose_projection_tile(&h200, &nominal, rows, MathMode::Fp32).unwrap();
+            let d = choose_projection_tile(&ada, &nominal, rows, MathMode::Fp32).unwrap();
             assert_eq!(d.choice, ProjectionTile::Large128);
             assert_eq!(
                 d.reason,
@@ -256,6 +301,28 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn hopper_runs_the_small_tile_at_every_row_count() {
+        let nominal = KernelResources::nominal();
+        for name in ["h200", "h100"] {
+            let f = facts(name);
+            for rows in [0, 589, 2048, 589 * 1024] {
+                let d = choose_projection_tile(&f, &nominal, rows, MathMode::Fp32).unwrap();
+                assert_eq!(d.choice, ProjectionTile::Small64, "{name} {rows}");
+                assert_eq!(
+                    d.reason,
+                    Reason::SmallTileMeasured {
+                        rows,
+                        compute_capability: (9, 0)
+                    }
+                );
+            }
+        }
+        assert_eq!(fp32_tile_for((9, 0), 1 << 20), ProjectionTile::Small64);
+        assert_eq!(fp32_tile_for((8, 0), 1 << 20), ProjectionTile::Large128);
+        assert_eq!(fp32_tile_for((8, 0), 100), ProjectionTile::Small64);
     }
 
     #[test]

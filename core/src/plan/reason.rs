@@ -18,6 +18,10 @@ pub enum Reason {
         blocks_per_sm: u32,
         /// Dynamic plus static shared bytes of one block.
         shared_bytes: u32,
+        /// The device's architecture is one of
+        /// [`MEASURED_ARCHITECTURES`](super::recurrence::MEASURED_ARCHITECTURES) (the rule was
+        /// measured there), not only derived from resources.
+        measured_here: bool,
     },
     /// A cooperative recurrence chosen by the batch-size rule ([`TILED_MIN_BATCH`]).
     ByBatch {
@@ -92,6 +96,14 @@ pub enum Reason {
         /// Rows of the projection GEMM: `batch * frames`.
         rows: usize,
     },
+    /// The 64x64 FP32 tile on an architecture where it was measured to be at least as fast at
+    /// every row count ([`SMALL_TILE_ARCHITECTURES`](super::projection::SMALL_TILE_ARCHITECTURES)).
+    SmallTileMeasured {
+        /// Rows of the projection GEMM: `batch * frames`.
+        rows: usize,
+        /// The device's compute capability.
+        compute_capability: (u32, u32),
+    },
     /// The TF32 tensor-core tile (TF32 mode, an architecture where it is allowed).
     Tf32Allowed {
         /// The device's compute capability.
@@ -129,12 +141,27 @@ impl fmt::Display for Reason {
             Reason::ResidentFits {
                 blocks_per_sm,
                 shared_bytes,
-            } => write!(
-                f,
-                "resident: {blocks_per_sm} block/SM fits ({shared_bytes} B shared with half of R, the other \
-                 half in registers); upstream A100: 0.97 vs tiled 1.38 ms/layer at batch 32, >= 18% ahead \
-                 of wide from batch 2 (Hopper not yet measured)"
-            ),
+                measured_here,
+            } => {
+                write!(
+                    f,
+                    "resident: {blocks_per_sm} block/SM fits ({shared_bytes} B shared with half of R, the other \
+                     half in registers); "
+                )?;
+                if measured_here {
+                    write!(
+                        f,
+                        "measured on the H200: fastest at every batch 1..1024 (batch 1: 3.84 ms vs tiled 6.09, \
+                         wide 6.35; batch 1024: 99.4 vs 107.4, 270.9)"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "derived from resources, not measured on this architecture (upstream A100: 0.97 vs \
+                         tiled 1.38 ms/layer at batch 32)"
+                    )
+                }
+            }
             Reason::ByBatch {
                 chosen,
                 batch,
@@ -212,9 +239,18 @@ impl fmt::Display for Reason {
                 write!(
                     f,
                     "{tile}: {rows} rows {cmp} {LARGE_TILE_MIN_ROWS} (upstream RTX 4060 Ti: 64x64 faster \
-                     below 2048 rows, batch 1..3; H200 not yet measured)"
+                     below 2048 rows, batch 1..3; not measured on this architecture)"
                 )
             }
+            Reason::SmallTileMeasured {
+                rows,
+                compute_capability: (major, minor),
+            } => write!(
+                f,
+                "{}: {rows} rows; on {major}.{minor} the 64x64 tile is as fast or faster at every batch \
+                 (H200: 98.6 vs 99.4 ms at batch 1024, 4.08 vs 4.15 at 8)",
+                ProjectionTile::Small64
+            ),
             Reason::Tf32Allowed {
                 compute_capability: (major, minor),
             } => write!(
@@ -256,6 +292,15 @@ mod tests {
                 Reason::ResidentFits {
                     blocks_per_sm: 1,
                     shared_bytes: 134_144,
+                    measured_here: true,
+                },
+                "resident: 1 block/SM",
+            ),
+            (
+                Reason::ResidentFits {
+                    blocks_per_sm: 1,
+                    shared_bytes: 134_144,
+                    measured_here: false,
                 },
                 "resident: 1 block/SM",
             ),
@@ -338,6 +383,13 @@ mod tests {
                     rows: 2048,
                 },
                 "fp32 128x128: 2048 rows >= 2048",
+            ),
+            (
+                Reason::SmallTileMeasured {
+                    rows: 589 * 1024,
+                    compute_capability: (9, 0),
+                },
+                "fp32 64x64: 603136 rows; on 9.0",
             ),
             (
                 Reason::Tf32Allowed {

@@ -6,20 +6,43 @@ use crate::error::CoreError;
 use crate::geometry::{TILED_BLOCKS_PER_TILE, WIDE_BLOCKS_PER_TILE};
 use crate::occupancy::{Occupancy, blocks_per_sm};
 
-/// The tiled recurrence from this batch on; the wide one below it (when the resident kernel
-/// does not fit).
+/// The tiled recurrence from this batch on; the wide one below it. Only for GPUs where the
+/// resident kernel does not fit an SM (7.5, 8.6, 8.9, 12.0 in the table), none of which anyone
+/// here can measure: the rule stays upstream's, derived there from measurements.
 ///
 /// Upstream: tiled beat wide from 9 windows on an RTX 4060 Ti (8.9) and an RTX 5060 Ti (12.0).
-/// Not yet measured on the H200 (which runs the resident kernel): re-run the recurrence
-/// benchmark of `bilstm-cuda` with the recurrence forced before changing it.
+/// Cross-check on the H200 (2026-11-29, both kinds forced, ms per forward, 589 frames, FP32,
+/// `bench/NOTES.md`): wide 6.26 vs tiled 6.44 at batch 8, wide 6.65 vs tiled 6.45 at batch 9,
+/// wide 7.63 vs tiled 7.80 at 32, wide 14.14 vs tiled 9.13 at 64, wide 67.97 vs tiled 26.98 at
+/// 256: the two are within 3% up to batch 32 and tiled wins by far from 64, consistent with
+/// the threshold. Re-run `backend-cuda/examples/bench.rs --kinds wide,tiled` before changing it.
 pub const TILED_MIN_BATCH: usize = 9;
 
-/// The resident recurrence runs wherever at least this many of its blocks fit one SM.
+/// The resident recurrence runs wherever at least this many of its blocks fit an SM.
 ///
-/// Upstream (A100, 8.0): resident beat tiled at batch 32 (0.97 vs 1.38 ms per layer) and beat
-/// wide by at least 18% from batch 2; at batch 1 the two were within noise. Hopper (H100,
-/// H200) and Blackwell were never measured, nor batches above 32.
+/// Measured on the H200 (9.0, 2026-11-29, `bench/NOTES.md`; ms per forward of the pyannote
+/// stack, 589 frames, FP32, each kind forced, CUDA events around `forward_device`): the resident
+/// kernel is the fastest at every batch measured, 1 to 1024:
+///
+/// | batch | resident | tiled | wide |
+/// |---:|---:|---:|---:|
+/// | 1 | 3.84 | 6.09 | 6.35 |
+/// | 9 | 4.15 | 6.45 | 6.65 |
+/// | 32 | 5.00 | 7.80 | 7.63 |
+/// | 128 | 12.56 | 13.50 | 34.04 |
+/// | 1024 | 99.36 | 107.41 | 270.88 |
+///
+/// So on 9.0 the rule "resident wherever it fits" is a measured one ([`MEASURED_ARCHITECTURES`]).
+/// Elsewhere (A100, Orin, B200 in the table) it is derived from resources: the kernel fits
+/// there and needs neither cooperative launch nor exchange; upstream measured it on an A100
+/// (8.0): resident beat tiled at batch 32 (0.97 vs 1.38 ms per layer) and wide by at least 18%
+/// from batch 2. Not measured here.
 pub const RESIDENT_MIN_BLOCKS_PER_SM: u32 = 1;
+
+/// Compute capabilities whose recurrence rule was measured in this project (the H200 figures
+/// of [`RESIDENT_MIN_BLOCKS_PER_SM`]). Plans for the other table entries follow the same rules
+/// from their resources and say so in their reason.
+pub const MEASURED_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 
 /// Blocks one tile of a cooperative kind needs (0 for the resident kind, which has no tiles).
 pub const fn blocks_per_tile(kind: RecurrenceKind) -> usize {
@@ -106,6 +129,7 @@ pub fn choose_recurrence(
             reason: Reason::ResidentFits {
                 blocks_per_sm: resident.blocks_per_sm,
                 shared_bytes: occupancy.resident_shared_bytes,
+                measured_here: MEASURED_ARCHITECTURES.contains(&facts.compute_capability),
             },
         });
     }
@@ -244,6 +268,27 @@ mod tests {
             assert_eq!(
                 kinds(&device(1, false), &o, batch),
                 Ok(RecurrenceKind::Resident)
+            );
+        }
+    }
+
+    #[test]
+    fn only_measured_architectures_say_so() {
+        let nominal = crate::plan::KernelResources::nominal();
+        for (name, measured) in [
+            ("h200", true),
+            ("h100", true),
+            ("a100", false),
+            ("b200", false),
+        ] {
+            let f = table::find(name).unwrap().facts;
+            let o = RecurrenceOccupancy::of(&f, &nominal);
+            let d = choose_recurrence(&f, &o, 32).unwrap();
+            assert_eq!(d.choice, RecurrenceKind::Resident, "{name}");
+            assert!(
+                matches!(d.reason, Reason::ResidentFits { measured_here, .. } if measured_here == measured),
+                "{name}: {:?}",
+                d.reason
             );
         }
     }

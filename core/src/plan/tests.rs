@@ -104,12 +104,16 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
     match (plan.math, tf32_allowed_here(facts)) {
         (MathMode::Tf32, true) => assert_eq!(tile, ProjectionTile::Tf32, "{ctx}"),
         _ => {
-            let want = if rows < LARGE_TILE_MIN_ROWS {
+            let want = if rows < LARGE_TILE_MIN_ROWS
+                || projection::SMALL_TILE_ARCHITECTURES.contains(&facts.compute_capability)
+            {
                 ProjectionTile::Small64
             } else {
                 ProjectionTile::Large128
             };
-            assert_eq!(tile, want, "{ctx}");
+            if plan.projection.reason != Reason::ForcedProjection(tile) {
+                assert_eq!(tile, want, "{ctx}");
+            }
         }
     }
 
@@ -170,7 +174,8 @@ fn h200_at_batch_32_explains_itself() {
     assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
     assert_eq!(p.resident_grid_blocks(), Some(64));
     assert_eq!(p.co_resident_blocks, 132);
-    assert_eq!(p.projection.choice, ProjectionTile::Large128);
+    // Measured on the H200: the 64x64 tile at every batch.
+    assert_eq!(p.projection.choice, ProjectionTile::Small64);
     let lines: Vec<_> = p.explain().iter().map(ToString::to_string).collect();
     assert!(
         lines[0]
@@ -185,7 +190,7 @@ fn h200_at_batch_32_explains_itself() {
     );
     assert!(lines[2].starts_with("streams: concurrent"), "{}", lines[2]);
     assert!(
-        lines[3].starts_with("projection: fp32 128x128: 18848 rows >= 2048"),
+        lines[3].starts_with("projection: fp32 64x64: 18848 rows; on 9.0"),
         "{}",
         lines[3]
     );
@@ -276,16 +281,25 @@ fn devices_with_one_or_two_sms() {
         p.recurrence.reason,
         Reason::CooperativeFallback { .. }
     ));
-    // 8 SMs (16): a wide tile fits but not both directions: in turn, one tile per launch.
+    // 8 SMs: the wide kernel (one block per SM) holds 8 blocks, no 16-block tile: batch 1
+    // falls back to tiled (two blocks per SM: 16).
     let a8 = DeviceFacts {
         sm_count: 8,
         ..table::find("a10").unwrap().facts
     };
+    let p = select(&a8, &r, &shape, 1, MathMode::Fp32).unwrap();
+    assert_eq!(p.recurrence.choice, RecurrenceKind::Tiled);
+    // 16 SMs (16 wide blocks): a wide tile fits but not both directions: in turn, one tile per
+    // launch.
+    let a16 = DeviceFacts {
+        sm_count: 16,
+        ..table::find("a10").unwrap().facts
+    };
     for batch in BATCHES {
-        let p = select(&a8, &r, &shape, batch, MathMode::Fp32).unwrap();
-        check_invariants("a10-8sm", &a8, &r, &p);
+        let p = select(&a16, &r, &shape, batch, MathMode::Fp32).unwrap();
+        check_invariants("a10-16sm", &a16, &r, &p);
     }
-    let s = *select(&a8, &r, &shape, 1, MathMode::Fp32)
+    let s = *select(&a16, &r, &shape, 1, MathMode::Fp32)
         .unwrap()
         .coop_schedule()
         .unwrap();
@@ -367,12 +381,13 @@ fn old_architectures_bad_shapes_and_absurd_batches_are_refused() {
 
 #[test]
 fn frames_move_the_projection_threshold() {
-    let h200 = table::find("h200").unwrap().facts;
+    // An architecture with the row rule (the H200 runs 64x64 at every row count).
+    let a100 = table::find("a100").unwrap().facts;
     let r = KernelResources::nominal();
     // batch 3 x 589 = 1767 rows: small; batch 4 x 589 = 2356: large.
     let pick = |batch, frames| {
         select(
-            &h200,
+            &a100,
             &r,
             &StackShape::pyannote().with_frames(frames),
             batch,
@@ -481,10 +496,10 @@ fn overrides_force_checked_choices() {
 
 #[test]
 fn real_kernel_figures_change_the_plan() {
-    // If the compiled resident kernel needed 129 registers it would not fit (512 x 129 regs
-    // round to 4352 per warp: 3 warps per quarter, 12 < 16): the H200 then plans tiled.
+    // If the compiled resident kernel (256 threads) needed 256 registers it could not launch
+    // (255 per thread at most): the H200 then plans tiled.
     let mut r = KernelResources::nominal();
-    r.resident.registers_per_thread = 129;
+    r.resident.registers_per_thread = 256;
     let h200 = table::find("h200").unwrap().facts;
     let p = select(&h200, &r, &StackShape::pyannote(), 32, MathMode::Fp32).unwrap();
     assert_eq!(p.recurrence.choice, RecurrenceKind::Tiled);

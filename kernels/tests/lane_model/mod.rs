@@ -1,0 +1,64 @@
+//! Shared pieces of the lane-by-lane CPU models of the recurrence kernels' dot-product
+//! reductions (`tiled_mapping.rs`, `resident_mapping.rs`): the fixed tree of `numerics.cuh`, a
+//! warp shuffle, bit reversal and order-sensitive test values.
+
+#![allow(dead_code)]
+
+/// Lanes per warp.
+pub const LANES: usize = 32;
+
+/// `bl_dot_tree16`: the fixed pairwise tree over 16 chains.
+pub fn tree16(c: &[f32; 16]) -> f32 {
+    let p0 = (c[0] + c[1]) + (c[2] + c[3]);
+    let p1 = (c[4] + c[5]) + (c[6] + c[7]);
+    let p2 = (c[8] + c[9]) + (c[10] + c[11]);
+    let p3 = (c[12] + c[13]) + (c[14] + c[15]);
+    (p0 + p1) + (p2 + p3)
+}
+
+/// `__shfl_xor_sync` over a warp: lane `l` gets `v[l ^ offset]`.
+pub fn shfl_xor(v: &[f32; LANES], offset: usize) -> [f32; LANES] {
+    std::array::from_fn(|l| v[l ^ offset])
+}
+
+/// `bl_bit_reverse`: the low `bits` bits of `x`, reversed.
+pub fn bit_reverse(x: usize, bits: u32) -> usize {
+    (x as u32).reverse_bits().wrapping_shr(32 - bits) as usize
+}
+
+/// One transpose-reduce level over `n` values per lane with partner offset `offset` (the
+/// kernels' `*_reduce_level<N, OFFSET>`): lanes whose chain index (`lane % 16`) has the
+/// `offset` bit keep the upper half of `v[0 .. n)`, the others the lower half, and add the
+/// partner's copy of it; `n == 1` adds the partner's single value.
+pub fn reduce_level<const W: usize>(v: &mut [[f32; W]; LANES], n: usize, offset: usize) {
+    if n == 1 {
+        let mine: [f32; LANES] = std::array::from_fn(|l| v[l][0]);
+        let other = shfl_xor(&mine, offset);
+        for l in 0..LANES {
+            v[l][0] = mine[l] + other[l];
+        }
+        return;
+    }
+    for i in 0..n / 2 {
+        let upper: [bool; LANES] = std::array::from_fn(|l| (l % 16) & offset != 0);
+        let send: [f32; LANES] =
+            std::array::from_fn(|l| if upper[l] { v[l][i] } else { v[l][i + n / 2] });
+        let keep: [f32; LANES] =
+            std::array::from_fn(|l| if upper[l] { v[l][i + n / 2] } else { v[l][i] });
+        let recv = shfl_xor(&send, offset);
+        for l in 0..LANES {
+            v[l][i] = keep[l] + recv[l];
+        }
+    }
+}
+
+/// Deterministic, varied f32s over many binades (so a different summation order shows in the
+/// bits).
+pub fn value(seed: u64) -> f32 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let unit = (z >> 40) as f32 / (1u64 << 24) as f32;
+    (unit - 0.5) * 2.0f32.powi((z % 23) as i32 - 11)
+}

@@ -1,0 +1,211 @@
+//! `bilstm bench`: times forward passes of the built-in model at several batch sizes.
+
+use std::io::Write;
+use std::time::Instant;
+
+use bilstm_core::owned::{OwnedStack, random_input};
+use bilstm_core::{BackendConfig, MathMode, StackShape};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::engine::Selected;
+use super::{BackendChoice, CliError, MathArg, positive};
+
+/// Seed of the CPU timing input (the CUDA timing uses `bilstm_cuda::timing`'s, also 1).
+const INPUT_SEED: u64 = 1;
+
+/// `bilstm bench` options.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Backend: `auto` runs CUDA when a usable GPU is present, else the CPU.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// Batch sizes to time, comma-separated.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',', default_value = "1,32", value_parser = positive)]
+    pub batches: Vec<usize>,
+    /// Frames per window.
+    #[arg(long, value_name = "F", default_value_t = StackShape::pyannote().frames, value_parser = positive)]
+    pub frames: usize,
+    /// Arithmetic of the input projections.
+    #[arg(long, value_enum, default_value_t = MathArg::Fp32)]
+    pub math: MathArg,
+    /// Timed passes per batch size (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = positive)]
+    pub iters: usize,
+    /// Untimed passes before the timed ones, per batch size.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub warmup: usize,
+    /// One JSON object per line on stdout (keys backend, device, kernel, math, batch, frames,
+    /// ms, min_ms, max_ms, iters, windows_per_s) and nothing else; notes stay on stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One timed batch size.
+struct Measurement {
+    batch: usize,
+    kernel: String,
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+}
+
+impl Measurement {
+    fn from_times(batch: usize, kernel: String, mut times_ms: Vec<f64>) -> Self {
+        times_ms.sort_by(f64::total_cmp);
+        let n = times_ms.len();
+        let median_ms = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => times_ms[n / 2],
+            _ => 0.5 * (times_ms[n / 2 - 1] + times_ms[n / 2]),
+        };
+        Measurement {
+            batch,
+            kernel,
+            median_ms,
+            min_ms: times_ms.first().copied().unwrap_or(f64::NAN),
+            max_ms: times_ms.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    fn windows_per_s(&self) -> f64 {
+        self.batch as f64 * 1e3 / self.median_ms
+    }
+}
+
+/// `x` rounded to `decimals` decimal places, so JSON shows `2.1985` rather than float noise
+/// (timer resolution is far coarser than 1e-4 ms).
+fn round_to(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).round() / scale
+}
+
+/// Runs `bilstm bench`.
+///
+/// # Errors
+/// A backend that cannot be opened or prepared (`--backend cuda` without a GPU), a failed
+/// forward pass, a failed write to stdout.
+pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let model = OwnedStack::builtin();
+    let shape = model.shape.with_frames(args.frames);
+    let math = MathMode::from(args.math);
+    let max_batch = args.batches.iter().copied().max().unwrap_or(1);
+    let mut backend = Selected::open(args.backend)?;
+    backend.prepare(
+        &model.weights()?,
+        &BackendConfig {
+            shape,
+            max_batch,
+            math,
+        },
+    )?;
+    note!("backend: {}", backend.selection);
+    note!(
+        "built-in model, {} frames, {math}; median of {} passes after {} warm-up per batch",
+        args.frames,
+        args.iters,
+        args.warmup
+    );
+    if !args.json {
+        writeln!(
+            out,
+            "{:>6}  {:<7} {:<48} {:>11} {:>11}",
+            "batch", "backend", "kernel", "ms/forward", "windows/s"
+        )?;
+    }
+    let per_batch = u64::try_from(args.warmup.saturating_add(args.iters)).unwrap_or(u64::MAX);
+    let total = per_batch.saturating_mul(u64::try_from(args.batches.len()).unwrap_or(u64::MAX));
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} passes {msg}") {
+        bar.set_style(style);
+    }
+    for &batch in &args.batches {
+        bar.set_message(format!("batch {batch}"));
+        let m = time_batch(&mut backend, &shape, batch, args, &bar)?;
+        let line = if args.json {
+            serde_json::json!({
+                "backend": backend.name(),
+                "device": backend.device_name(),
+                "kernel": m.kernel,
+                "math": math.to_string(),
+                "batch": m.batch,
+                "frames": args.frames,
+                "ms": round_to(m.median_ms, 4),
+                "min_ms": round_to(m.min_ms, 4),
+                "max_ms": round_to(m.max_ms, 4),
+                "iters": args.iters,
+                "windows_per_s": round_to(m.windows_per_s(), 2),
+            })
+            .to_string()
+        } else {
+            format!(
+                "{:>6}  {:<7} {:<48} {:>11.3} {:>11.2}",
+                m.batch,
+                backend.name(),
+                m.kernel,
+                m.median_ms,
+                m.windows_per_s()
+            )
+        };
+        bar.suspend(|| writeln!(out, "{line}"))?;
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Times one batch size: warm-up, then `iters` timed passes.
+fn time_batch(
+    backend: &mut Selected,
+    shape: &StackShape,
+    batch: usize,
+    args: &BenchArgs,
+    bar: &ProgressBar,
+) -> Result<Measurement, CliError> {
+    #[cfg(feature = "cuda")]
+    if let super::engine::Engine::Cuda(gpu) = &mut backend.engine {
+        let times = bilstm_cuda::timing::time_forward_device(gpu, batch, args.iters, args.warmup)?;
+        bar.inc(u64::try_from(args.warmup + args.iters).unwrap_or(u64::MAX));
+        return Ok(Measurement::from_times(
+            batch,
+            backend.kernel_label(),
+            times,
+        ));
+    }
+    let input = random_input(shape, batch, INPUT_SEED);
+    let mut output = vec![0.0f32; shape.output_len(batch)?];
+    for _ in 0..args.warmup {
+        backend.forward(&input, batch, &mut output)?;
+        bar.inc(1);
+    }
+    let mut times = Vec::with_capacity(args.iters);
+    for _ in 0..args.iters {
+        let started = Instant::now();
+        backend.forward(&input, batch, &mut output)?;
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        bar.inc(1);
+    }
+    Ok(Measurement::from_times(
+        batch,
+        backend.kernel_label(),
+        times,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        let m = Measurement::from_times(2, "k".into(), vec![3.0, 1.0, 2.0]);
+        assert_eq!((m.median_ms, m.min_ms, m.max_ms), (2.0, 1.0, 3.0));
+        assert_eq!(m.windows_per_s(), 1000.0);
+        let m = Measurement::from_times(1, "k".into(), vec![4.0, 1.0, 2.0, 3.0]);
+        assert_eq!(m.median_ms, 2.5);
+        assert!(
+            Measurement::from_times(1, "k".into(), vec![])
+                .median_ms
+                .is_nan()
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! `bilstm plan`: the plan for the local GPU, a device-table GPU, or every table GPU.
+
+use std::io::Write;
+
+use bilstm_core::device::DeviceFacts;
+use bilstm_core::device::table::{self, TableEntry};
+use bilstm_core::plan::{self, KernelResources, Plan, RecurrenceSchedule};
+use bilstm_core::{MathMode, StackShape};
+use clap::Args;
+
+use super::{CliError, MathArg, positive};
+
+/// `bilstm plan` options.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Which GPU: `local` (this machine's GPU 0), a device-table short name (`h200`, `a100`,
+    /// `t4`, `rtx4090`, ...; `bilstm devices` lists them) or `all` of the table. Default: the
+    /// local GPU when one is usable, else the whole table.
+    #[arg(long, value_name = "NAME", value_parser = parse_device)]
+    pub device: Option<DeviceArg>,
+    /// Windows per forward pass.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    pub batch: usize,
+    /// Arithmetic of the input projections.
+    #[arg(long, value_enum, default_value_t = MathArg::Fp32)]
+    pub math: MathArg,
+    /// Frames per window.
+    #[arg(long, value_name = "F", default_value_t = StackShape::pyannote().frames, value_parser = positive)]
+    pub frames: usize,
+    /// Print each decision's reason, one line per decision, under its GPU's row.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+/// `--device`: which GPU to plan for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceArg {
+    /// This machine's GPU 0.
+    Local,
+    /// Every device-table entry.
+    All,
+    /// One device-table entry.
+    Table(&'static TableEntry),
+}
+
+/// The device table's short names, comma-separated.
+pub(crate) fn table_names() -> String {
+    table::all()
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Parses `--device`: `local`, `all` or a table name (any case).
+fn parse_device(s: &str) -> Result<DeviceArg, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("local") {
+        Ok(DeviceArg::Local)
+    } else if s.eq_ignore_ascii_case("all") {
+        Ok(DeviceArg::All)
+    } else if let Some(entry) = table::find(s) {
+        Ok(DeviceArg::Table(entry))
+    } else {
+        Err(format!(
+            "unknown device; valid names: {}, all, local",
+            table_names()
+        ))
+    }
+}
+
+/// Runs `bilstm plan`.
+///
+/// # Errors
+/// `--device local` without a usable GPU (the CUDA error); a failure compiling the kernels on
+/// the local GPU; a failed write to stdout.
+pub(crate) fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let shape = StackShape::pyannote().with_frames(args.frames);
+    let math = MathMode::from(args.math);
+    match args.device {
+        Some(DeviceArg::Table(entry)) => table_plans(args, &[*entry], out),
+        Some(DeviceArg::All) => table_plans(args, table::all(), out),
+        Some(DeviceArg::Local) => {
+            let local = local_gpu(&shape, args.batch, math)?;
+            local_plan(args, &local, out)
+        }
+        None => match local_gpu(&shape, args.batch, math) {
+            Ok(local) => local_plan(args, &local, out),
+            Err(why) => {
+                note!("no usable GPU ({why}); showing the device table");
+                table_plans(args, table::all(), out)
+            }
+        },
+    }
+}
+
+/// The local GPU and its plan.
+struct LocalGpu {
+    /// One line about it ([`crate::CudaBackend::describe`]).
+    description: String,
+    /// Its driver's facts.
+    facts: DeviceFacts,
+    /// The plan the CUDA backend would run, or why there is none.
+    plan: Result<Plan, String>,
+}
+
+/// Opens GPU 0, compiles the kernels (no weights needed) and asks the CUDA backend for the
+/// plan it would run: the driver's facts and the compiled kernels' real resources.
+///
+/// # Errors
+/// No usable GPU, kernels that do not compile, a driver failure (the default `bilstm plan`
+/// then shows the device table, saying why). A batch without a plan is not an error here:
+/// its row says why.
+#[cfg(feature = "cuda")]
+fn local_gpu(shape: &StackShape, batch: usize, math: MathMode) -> Result<LocalGpu, CliError> {
+    let mut gpu = bilstm_cuda::CudaBackend::new(0)?;
+    let plan = match gpu.plan_for(shape, batch, math) {
+        Ok(plan) => Ok(plan),
+        // Planning refused the batch (no plan, overflow): the row says so.
+        Err(e @ bilstm_cuda::CudaError::Core(_)) => Err(e.to_string()),
+        // Compiling the kernels failed, or the driver did.
+        Err(e) => return Err(e.into()),
+    };
+    Ok(LocalGpu {
+        description: gpu.describe(),
+        facts: gpu.device().facts,
+        plan,
+    })
+}
+
+/// Without the `cuda` feature there is no local GPU.
+#[cfg(not(feature = "cuda"))]
+fn local_gpu(_shape: &StackShape, _batch: usize, _math: MathMode) -> Result<LocalGpu, CliError> {
+    Err(crate::Error::CudaNotBuilt.into())
+}
+
+/// The column headings of a plan table.
+fn heading(out: &mut dyn Write) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "{:<12} {:>4} {:>4}  {:<10} {:<52} projection",
+        "device", "cc", "SMs", "recurrence", "schedule"
+    )?;
+    Ok(())
+}
+
+/// One GPU's row (and, with `--explain`, its reasons).
+fn row(
+    out: &mut dyn Write,
+    name: &str,
+    facts: &DeviceFacts,
+    plan: &Result<Plan, String>,
+    explain: bool,
+) -> Result<(), CliError> {
+    let cc = format!(
+        "{}.{}",
+        facts.compute_capability.0, facts.compute_capability.1
+    );
+    match plan {
+        Ok(p) => {
+            writeln!(
+                out,
+                "{name:<12} {cc:>4} {:>4}  {:<10} {:<52} {}",
+                facts.sm_count,
+                p.recurrence.choice.to_string(),
+                schedule_label(p),
+                p.projection.choice
+            )?;
+            if explain {
+                for line in p.explain() {
+                    writeln!(out, "    {line}")?;
+                }
+            }
+        }
+        Err(e) => writeln!(
+            out,
+            "{name:<12} {cc:>4} {:>4}  no plan: {e}",
+            facts.sm_count
+        )?,
+    }
+    Ok(())
+}
+
+fn table_plans(
+    args: &PlanArgs,
+    entries: &[TableEntry],
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "batch {}, {} frames, {} math; device-table facts, nominal kernel resources",
+        args.batch,
+        args.frames,
+        MathMode::from(args.math)
+    )?;
+    heading(out)?;
+    let shape = StackShape::pyannote().with_frames(args.frames);
+    for entry in entries {
+        let plan = plan::select(
+            &entry.facts,
+            &KernelResources::nominal(),
+            &shape,
+            args.batch,
+            args.math.into(),
+        )
+        .map_err(|e| e.to_string());
+        row(out, entry.name, &entry.facts, &plan, args.explain)?;
+    }
+    Ok(())
+}
+
+fn local_plan(args: &PlanArgs, gpu: &LocalGpu, out: &mut dyn Write) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "batch {}, {} frames, {} math; local GPU: {}; compiled kernels' resources",
+        args.batch,
+        args.frames,
+        MathMode::from(args.math),
+        gpu.description
+    )?;
+    heading(out)?;
+    row(out, "local", &gpu.facts, &gpu.plan, args.explain)
+}
+
+/// The schedule column: tiles and launches of a cooperative recurrence, or the resident grid.
+pub(crate) fn schedule_label(plan: &Plan) -> String {
+    match plan.schedule.choice {
+        RecurrenceSchedule::Resident { grid_blocks } => format!(
+            "grid of {grid_blocks} blocks, {} resident at once",
+            plan.co_resident_blocks
+        ),
+        RecurrenceSchedule::Cooperative(s) => coop_label(&s),
+    }
+}
+
+/// A cooperative schedule in a few words.
+fn coop_label(s: &bilstm_core::schedule::CoopSchedule) -> String {
+    let launches = s.launches_per_direction();
+    format!(
+        "{}-window tiles x{}, {}, {launches} launch{}/direction",
+        s.tile_height,
+        s.tiles,
+        if s.concurrent {
+            "concurrent"
+        } else {
+            "in turn"
+        },
+        if launches == 1 { "" } else { "es" }
+    )
+}
+
+/// What the CUDA backend's last pass ran: recurrence kind, schedule, projection tile.
+#[cfg(feature = "cuda")]
+pub(crate) fn last_forward_label(gpu: &bilstm_cuda::CudaBackend) -> Option<String> {
+    let p = gpu.last_forward()?.plan;
+    let schedule = match p.schedule.choice {
+        RecurrenceSchedule::Resident { grid_blocks } => format!("grid of {grid_blocks} blocks"),
+        RecurrenceSchedule::Cooperative(c) => {
+            let launches = c.launches_per_direction();
+            format!(
+                "{}x{} tiles, {}{}",
+                c.tile_height,
+                c.tiles,
+                if c.concurrent {
+                    "concurrent"
+                } else {
+                    "in turn"
+                },
+                if launches > 1 {
+                    format!(", {launches} launches/direction")
+                } else {
+                    String::new()
+                }
+            )
+        }
+    };
+    Some(format!(
+        "{} {schedule}; {}",
+        p.recurrence.choice, p.projection.choice
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_by_short_name_in_any_case() {
+        assert_eq!(parse_device("all"), Ok(DeviceArg::All));
+        assert_eq!(parse_device("LOCAL"), Ok(DeviceArg::Local));
+        assert!(matches!(parse_device("H200"), Ok(DeviceArg::Table(e)) if e.name == "h200"));
+        let e = parse_device("h300").unwrap_err();
+        assert!(
+            e.contains("h200") && e.contains("a100") && e.contains("all"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_table_plan_prints_one_row() {
+        let args = PlanArgs {
+            device: Some(DeviceArg::All),
+            batch: 32,
+            math: MathArg::Fp32,
+            frames: 589,
+            explain: true,
+        };
+        let mut out = Vec::new();
+        plan(&args, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for entry in table::all() {
+            assert!(
+                text.lines().any(|l| l.starts_with(entry.name)),
+                "{} missing:\n{text}",
+                entry.name
+            );
+        }
+        assert!(text.contains("    recurrence: "), "{text}");
+    }
+}

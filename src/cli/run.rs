@@ -1,0 +1,215 @@
+//! `bilstm run`: the stack on an `.npy` input (or a seeded random one), output to `.npy` or a
+//! checksum on stdout.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bilstm_core::owned::{BUILTIN_SCALE, BUILTIN_SEED, Checksum, OwnedStack, random_input};
+use bilstm_core::{BackendConfig, MathMode};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::engine::Selected;
+use super::{BackendChoice, CliError, MathArg, positive};
+use crate::model;
+use crate::npy;
+
+/// `bilstm run` options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Model file: an ONNX export of the LSTM stack (`.onnx`) or a PyTorch state dict in
+    /// safetensors (`.safetensors`). Default: the built-in model (pyannote's shape, seeded
+    /// weights; needs no file).
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Input `.npy`: `[batch, frames, features]`, little-endian float32, C order. Without it,
+    /// a seeded standard-normal input of --batch windows of --frames frames.
+    #[arg(long, value_name = "X.npy")]
+    pub input: Option<PathBuf>,
+    /// Output `.npy`, written as `[batch, frames, 256]` float32. Without it, the output's
+    /// checksum (count, sum, sum of squares, FNV-1a of the bits) is printed on stdout.
+    #[arg(long, value_name = "Y.npy")]
+    pub output: Option<PathBuf>,
+    /// Backend: `auto` runs CUDA when a usable GPU is present, else the CPU.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// Arithmetic of the input projections.
+    #[arg(long, value_enum, default_value_t = MathArg::Fp32)]
+    pub math: MathArg,
+    /// With --input: windows per forward pass (the input is split into chunks of N windows,
+    /// the last one smaller; default: all windows in one pass). Without --input: the number
+    /// of random windows (default 1).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub batch: Option<usize>,
+    /// Frames per window of the random input (default: the model's, 589 for pyannote).
+    #[arg(long, value_name = "F", value_parser = positive, conflicts_with = "input")]
+    pub frames: Option<usize>,
+    /// Seed of the random input.
+    #[arg(long, value_name = "S", default_value_t = 1, conflicts_with = "input")]
+    pub seed: u64,
+}
+
+/// The model to run and one line about it.
+fn load_model(path: Option<&Path>) -> Result<(OwnedStack, String), CliError> {
+    match path {
+        None => {
+            let stack = OwnedStack::builtin();
+            let s = stack.shape;
+            let description = format!(
+                "built-in model: {} layers, {} features, hidden {} per direction, seeded weights \
+                 U(-{BUILTIN_SCALE}, {BUILTIN_SCALE}) (seed {BUILTIN_SEED:#x}), not trained",
+                s.layers, s.features, s.hidden
+            );
+            Ok((stack, description))
+        }
+        Some(path) => {
+            let loaded = model::load(path)?;
+            Ok((loaded.stack, loaded.description))
+        }
+    }
+}
+
+/// Formats a shape as `[a, b, c]`.
+fn dims(shape: [usize; 3]) -> String {
+    format!("[{}, {}, {}]", shape[0], shape[1], shape[2])
+}
+
+/// Runs `bilstm run`.
+///
+/// # Errors
+/// A model that cannot be loaded; an input that cannot be read or is not `[batch, frames,
+/// features]` f32 with at least one frame; a backend that cannot be opened or prepared, or a
+/// failed forward pass; an output that cannot be written.
+pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let started = Instant::now();
+    let (stack, description) = load_model(args.model.as_deref())?;
+    let weights = stack.weights()?;
+    let features = stack.shape.features;
+
+    let (input, source) = match &args.input {
+        Some(path) => {
+            let array = npy::read_f32_3d(path, features)?;
+            let source = format!("{} {}", path.display(), dims(array.shape));
+            (array, source)
+        }
+        None => {
+            let batch = args.batch.unwrap_or(1);
+            let frames = args.frames.unwrap_or(stack.shape.frames);
+            let shape = stack.shape.with_frames(frames);
+            let data = random_input(&shape, batch, args.seed);
+            let array = npy::Array3 {
+                shape: [batch, frames, features],
+                data,
+            };
+            let source = format!(
+                "seeded standard normal {} (seed {})",
+                dims(array.shape),
+                args.seed
+            );
+            (array, source)
+        }
+    };
+    let [windows, frames, _] = input.shape;
+    if frames == 0 {
+        return Err(CliError::Input(format!(
+            "input {source} has no frames: a window needs at least one"
+        )));
+    }
+    let shape = stack.shape.with_frames(frames);
+    let out_shape = [windows, frames, shape.output_width()];
+    let mut output = vec![0.0f32; shape.output_len(windows)?];
+    // With --input, --batch is the chunk size; without, the input is one chunk.
+    let chunk = match (&args.input, args.batch) {
+        (Some(_), Some(n)) => n.min(windows),
+        _ => windows,
+    }
+    .max(1);
+
+    let mut backend = Selected::open(args.backend)?;
+    note!("model: {description}");
+    note!("input: {source}");
+    let math = MathMode::from(args.math);
+    let prepare_started = Instant::now();
+    backend.prepare(
+        &weights,
+        &BackendConfig {
+            shape,
+            max_batch: chunk,
+            math,
+        },
+    )?;
+    let prepare_ms = prepare_started.elapsed().as_secs_f64() * 1e3;
+    note!("backend: {}", backend.selection);
+    if let Some(plan) = backend.cuda_plan(chunk) {
+        match plan {
+            Ok(plan) => {
+                for line in plan.explain() {
+                    note!("plan: {line}");
+                }
+            }
+            Err(e) => note!("plan: none for batch {chunk}: {e}"),
+        }
+    }
+
+    let in_window = shape.input_len(1)?;
+    let out_window = shape.output_len(1)?;
+    let chunks = windows.div_ceil(chunk);
+    let bar = progress(chunks);
+    let forward_started = Instant::now();
+    for (x, y) in input
+        .data
+        .chunks(chunk * in_window)
+        .zip(output.chunks_mut(chunk * out_window))
+    {
+        let n = x.len() / in_window;
+        backend.forward(x, n, y)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let forward_ms = forward_started.elapsed().as_secs_f64() * 1e3;
+    let label = backend.kernel_label();
+    let on = if label.starts_with(backend.name()) {
+        label
+    } else {
+        format!("{} ({label})", backend.name())
+    };
+    note!(
+        "ran {windows} window{} x {frames} frames in {chunks} pass{} of up to {chunk} on {on}: \
+         forward {forward_ms:.1} ms, prepare {prepare_ms:.1} ms",
+        if windows == 1 { "" } else { "s" },
+        if chunks == 1 { "" } else { "es" },
+    );
+
+    match &args.output {
+        Some(path) => {
+            npy::write_f32_3d(path, out_shape, &output)?;
+            note!(
+                "wrote {} {} float32 ({:.1} ms in all)",
+                path.display(),
+                dims(out_shape),
+                started.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        None => {
+            writeln!(out, "output {}: {}", dims(out_shape), Checksum::of(&output))?;
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar of `chunks` forward passes on stderr, shown only when there is more than one
+/// pass and stderr is a terminal.
+fn progress(chunks: usize) -> ProgressBar {
+    if chunks <= 1 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(
+        Some(u64::try_from(chunks).unwrap_or(u64::MAX)),
+        ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} passes {elapsed}") {
+        bar.set_style(style);
+    }
+    bar
+}
