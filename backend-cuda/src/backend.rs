@@ -53,10 +53,9 @@ use cudarc::driver::{
 use crate::buffers::{Buffers, span};
 use crate::device::{Device, DeviceInfo, KernelResources, Kernels};
 use crate::error::CudaError;
+use crate::launch::coop::CoopArgs;
 use crate::launch::projection::ProjectionArgs;
 use crate::launch::recurrence_resident::ResidentArgs;
-use crate::launch::recurrence_tiled::TiledArgs;
-use crate::launch::recurrence_wide::WideArgs;
 use crate::launch::{self, Span};
 
 /// The default bound on a recurrence block's wait for a partner: far above any legitimate
@@ -792,49 +791,34 @@ impl CudaBackend {
                         .stall
                         .filter(|s| s.layer == layer && s.direction == direction && l == 0)
                         .map(|s| s.block);
+                    let args = CoopArgs {
+                        proj: proj_dir,
+                        recurrent: piece(o.recurrent)?,
+                        bias: piece(o.bias)?,
+                        out,
+                        exchange,
+                        error,
+                        layout,
+                        batch,
+                        frames: shape.frames,
+                        layer,
+                        direction,
+                        tiles: schedule.launch_tiles(l),
+                        co_resident_blocks: plan.co_resident_blocks,
+                        spin_timeout_ns,
+                        stall_block,
+                    };
                     if schedule.kind == RecurrenceKind::Tiled {
                         launch::recurrence_tiled::launch(
                             k.get(KernelId::RecurrenceTiled)?,
                             stream,
-                            &TiledArgs {
-                                proj: proj_dir,
-                                recurrent: piece(o.recurrent)?,
-                                bias: piece(o.bias)?,
-                                out,
-                                exchange,
-                                error,
-                                layout,
-                                batch,
-                                frames: shape.frames,
-                                layer,
-                                direction,
-                                tiles: schedule.launch_tiles(l),
-                                co_resident_blocks: plan.co_resident_blocks,
-                                spin_timeout_ns,
-                                stall_block,
-                            },
+                            &args,
                         )?;
                     } else {
                         launch::recurrence_wide::launch(
                             k.get(KernelId::RecurrenceWide)?,
                             stream,
-                            &WideArgs {
-                                proj: proj_dir,
-                                recurrent: piece(o.recurrent)?,
-                                bias: piece(o.bias)?,
-                                out,
-                                exchange,
-                                error,
-                                layout,
-                                batch,
-                                frames: shape.frames,
-                                layer,
-                                direction,
-                                tiles: schedule.launch_tiles(l),
-                                co_resident_blocks: plan.co_resident_blocks,
-                                spin_timeout_ns,
-                                stall_block,
-                            },
+                            &args,
                         )?;
                     }
                 }

@@ -59,8 +59,8 @@ __device__ __forceinline__ float bl_exchange_word_value(bl_u64 word) {
     return __uint_as_float((bl_u32)(word & 0xffffffffull));
 }
 
-// The bounded spin of a consumer (used by recurrence_tiled.cu; recurrence_wide.cu spells the
-// same loop out inline): the state one thread carries through the waits of one step.
+// The bounded spin of a consumer (bl_exchange_load_step below): the state one thread carries
+// through the waits of one step.
 struct bl_spin_state {
     // %globaltimer when this thread first found a word not yet published (0: not yet).
     bl_u64 wait_start;
@@ -109,4 +109,56 @@ __device__ __forceinline__ void bl_exchange_report_lost(int* error, bl_u32 layer
         error[2] = (int)direction;
         error[3] = (int)step;
     }
+}
+
+// The load phase of one step of a cooperative recurrence (wide and tiled): the block's
+// BILSTM_BLOCK_THREADS threads read every word the tile's producers published for step - 1
+// in the slot at `base` (WORDS per thread: thread t takes words t, t + BILSTM_BLOCK_THREADS,
+// ... of the slot, in (producer, window, unit) order, SLOT_WORDS = windows x UPB words per
+// producer), all loads issued before the first wait; each word is then awaited with the
+// bounded spin (bl_exchange_wait) until it carries `want`, and its value staged in
+// stage[window][producer * UPB + unit]. Windows >= valid_windows are neither read nor awaited
+// (their staged value is 0). A thread that times out records the lost partner {layer,
+// direction, step}. Returns whether this thread gave up: the caller ends the step with
+// __syncthreads_or of it and leaves the kernel when any thread did.
+template <int WORDS, int UPB, int SLOT_WORDS, int H_STRIDE>
+__device__ __forceinline__ bool bl_exchange_load_step(const bl_u64* base, bl_u32 block_stride,
+                                                      bl_u32 valid_windows, bl_u32 want,
+                                                      bl_u64 timeout_ns, int* error, bl_u32 layer,
+                                                      bl_u32 direction, bl_u32 step,
+                                                      float (*stage)[H_STRIDE]) {
+    const int tid = threadIdx.x;
+    bl_u64 words[WORDS];
+#pragma unroll
+    for (int i = 0; i < WORDS; ++i) {
+        const int e = tid + i * BILSTM_BLOCK_THREADS;
+        const int producer = e / SLOT_WORDS;
+        const int window = (e % SLOT_WORDS) / UPB;
+        const int u = e % UPB;
+        words[i] = 0ull;
+        if ((bl_u32)window < valid_windows) {
+            words[i] = bl_ld_relaxed_u64(base + (bl_u64)producer * block_stride + window * UPB + u);
+        }
+    }
+    bl_spin_state spin = {0ull, 0u, false};
+    bool timed_out = false;
+#pragma unroll
+    for (int i = 0; i < WORDS; ++i) {
+        const int e = tid + i * BILSTM_BLOCK_THREADS;
+        const int producer = e / SLOT_WORDS;
+        const int window = (e % SLOT_WORDS) / UPB;
+        const int u = e % UPB;
+        float value = 0.0f;
+        if ((bl_u32)window < valid_windows && !spin.aborted) {
+            const bl_u64* address = base + (bl_u64)producer * block_stride + window * UPB + u;
+            const bl_u64 word =
+                bl_exchange_wait(address, words[i], want, timeout_ns, error, spin, &timed_out);
+            value = bl_exchange_word_value(word);
+        }
+        stage[window][producer * UPB + u] = value;
+    }
+    if (timed_out) {
+        bl_exchange_report_lost(error, layer, direction, step);
+    }
+    return spin.aborted;
 }

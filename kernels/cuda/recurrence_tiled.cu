@@ -228,41 +228,12 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
             const bl_u32 slot = (step - 1) & 1;
             float(*stage)[BL_TILED_H_STRIDE] = h_s[slot];
             const bl_u64* base = p.exchange + bl_word_index(layout, direction, tile, slot, 0, 0, 0);
-            bl_u64 words[BL_TILED_WORDS_PER_THREAD];
-#pragma unroll
-            for (int i = 0; i < BL_TILED_WORDS_PER_THREAD; ++i) {
-                const int e = tid + i * BILSTM_BLOCK_THREADS;
-                const int producer = e / BL_TILED_SLOT_WORDS_PER_BLOCK;
-                const int window = (e % BL_TILED_SLOT_WORDS_PER_BLOCK) / BL_TILED_UPB;
-                const int u = e % BL_TILED_UPB;
-                words[i] = 0ull;
-                if ((bl_u32)window < valid_windows) {
-                    words[i] = bl_ld_relaxed_u64(base + (bl_u64)producer * layout.block_stride +
-                                                 window * BL_TILED_UPB + u);
-                }
-            }
-            bl_spin_state spin = {0ull, 0u, false};
-            bool timed_out = false;
-#pragma unroll
-            for (int i = 0; i < BL_TILED_WORDS_PER_THREAD; ++i) {
-                const int e = tid + i * BILSTM_BLOCK_THREADS;
-                const int producer = e / BL_TILED_SLOT_WORDS_PER_BLOCK;
-                const int window = (e % BL_TILED_SLOT_WORDS_PER_BLOCK) / BL_TILED_UPB;
-                const int u = e % BL_TILED_UPB;
-                float value = 0.0f;
-                if ((bl_u32)window < valid_windows && !spin.aborted) {
-                    const bl_u64* address = base + (bl_u64)producer * layout.block_stride +
-                                            window * BL_TILED_UPB + u;
-                    const bl_u64 word = bl_exchange_wait(address, words[i], want, p.spin_timeout_ns,
-                                                         p.error, spin, &timed_out);
-                    value = bl_exchange_word_value(word);
-                }
-                stage[window][producer * BL_TILED_UPB + u] = value;
-            }
-            if (timed_out) {
-                bl_exchange_report_lost(p.error, p.layer, direction, step);
-            }
-            if (__syncthreads_or(spin.aborted)) {
+            const bool aborted =
+                bl_exchange_load_step<BL_TILED_WORDS_PER_THREAD, BL_TILED_UPB,
+                                      BL_TILED_SLOT_WORDS_PER_BLOCK, BL_TILED_H_STRIDE>(
+                    base, layout.block_stride, valid_windows, want, p.spin_timeout_ns, p.error,
+                    p.layer, direction, step, stage);
+            if (__syncthreads_or(aborted)) {
                 return;
             }
 

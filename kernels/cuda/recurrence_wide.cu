@@ -49,7 +49,8 @@
 // 2. load phase: the block's 256 threads read the 128 x tile_height words of step s - 1
 //    (slot (s - 1) % 2; thread t takes words t, t + 256, ... of the slot, i.e. producer block,
 //    window, unit in that order), spin on each until its flag is layer * frames + s, and stage
-//    the values in h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch);
+//    the values in h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch): exchange.cuh's
+//    bl_exchange_load_step, shared with recurrence_tiled.cu;
 // 3. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
 //    next step's load phase never overwrites what this step reads);
 // 4. each thread computes its two chains for every window of the tile (h from shared memory);
@@ -149,15 +150,6 @@ __device__ __forceinline__ void bl_reduce_chains(float (&v)[BILSTM_WIDE_MAX_TILE
     bl_reduce_level<(TH / 8 > 1 ? TH / 8 : 1), 8>(v, (q & 8) != 0);
 }
 
-// Records the first lost partner: {code, layer, direction, step}.
-__device__ __forceinline__ void bl_report_partner_lost(const bl_recurrence_wide_params& p, bl_u32 step) {
-    if (atomicCAS(p.error, BL_ERROR_NONE, BL_ERROR_PARTNER_LOST) == BL_ERROR_NONE) {
-        p.error[1] = (int)p.layer;
-        p.error[2] = (int)p.direction;
-        p.error[3] = (int)step;
-    }
-}
-
 template <int TH>
 __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_wide_params& p,
                                                    float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
@@ -236,55 +228,11 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_wide_para
             const bl_u32 slot = (step - 1) & 1;
             float(*stage)[BL_WIDE_H_STRIDE] = h_s[slot];
             const bl_u64* base = p.exchange + bl_word_index(layout, direction, tile, slot, 0, 0, 0);
-            bl_u64 words[WORDS_PER_THREAD];
-#pragma unroll
-            for (int i = 0; i < WORDS_PER_THREAD; ++i) {
-                const int e = tid + i * BILSTM_BLOCK_THREADS;
-                const int producer = e / SLOT_WORDS_PER_BLOCK;
-                const int window = (e % SLOT_WORDS_PER_BLOCK) / BL_WIDE_UPB;
-                const int u = e % BL_WIDE_UPB;
-                words[i] = 0ull;
-                if ((bl_u32)window < valid_windows) {
-                    words[i] = bl_ld_relaxed_u64(base + (bl_u64)producer * layout.block_stride +
-                                                 window * BL_WIDE_UPB + u);
-                }
-            }
-            bool aborted = false;
-            bl_u64 wait_start = 0;
-            bl_u32 spins = 0;
-#pragma unroll
-            for (int i = 0; i < WORDS_PER_THREAD; ++i) {
-                const int e = tid + i * BILSTM_BLOCK_THREADS;
-                const int producer = e / SLOT_WORDS_PER_BLOCK;
-                const int window = (e % SLOT_WORDS_PER_BLOCK) / BL_WIDE_UPB;
-                const int u = e % BL_WIDE_UPB;
-                float value = 0.0f;
-                if ((bl_u32)window < valid_windows && !aborted) {
-                    const bl_u64* address = base + (bl_u64)producer * layout.block_stride +
-                                            window * BL_WIDE_UPB + u;
-                    bl_u64 word = words[i];
-                    while (bl_exchange_word_flag(word) != want) {
-                        ++spins;
-                        if ((spins & 15u) == 0u) {
-                            const bl_u64 now = bl_globaltimer_ns();
-                            if (wait_start == 0) {
-                                wait_start = now;
-                            } else if (now - wait_start > p.spin_timeout_ns) {
-                                bl_report_partner_lost(p, step);
-                                aborted = true;
-                                break;
-                            }
-                            if (bl_ld_relaxed_i32(p.error) != BL_ERROR_NONE) {
-                                aborted = true;
-                                break;
-                            }
-                        }
-                        word = bl_ld_relaxed_u64(address);
-                    }
-                    value = bl_exchange_word_value(word);
-                }
-                stage[window][producer * BL_WIDE_UPB + u] = value;
-            }
+            const bool aborted =
+                bl_exchange_load_step<WORDS_PER_THREAD, BL_WIDE_UPB, SLOT_WORDS_PER_BLOCK,
+                                      BL_WIDE_H_STRIDE>(base, layout.block_stride, valid_windows,
+                                                        want, p.spin_timeout_ns, p.error, p.layer,
+                                                        direction, step, stage);
             if (__syncthreads_or(aborted)) {
                 return;
             }

@@ -10,6 +10,7 @@
 //! version).
 
 pub(crate) mod clear;
+pub(crate) mod coop;
 pub(crate) mod projection;
 pub(crate) mod projection_tf32;
 pub(crate) mod recurrence_resident;
@@ -17,6 +18,7 @@ pub(crate) mod recurrence_tiled;
 pub(crate) mod recurrence_wide;
 pub(crate) mod sys;
 
+use bilstm_core::geometry::{GATE_ROWS, HIDDEN};
 use bilstm_kernels::params::{ClearParams, ProjectionParams, RecurrenceWideParams};
 use cudarc::driver::DeviceRepr;
 
@@ -116,6 +118,61 @@ pub(crate) fn product(
             needed: u64::MAX,
             have: 0,
         })
+}
+
+/// `value` as `u32`, or [`CudaError::Contract`] naming `what` when it does not fit.
+pub(crate) fn to_u32(
+    kernel: &'static str,
+    what: &'static str,
+    value: usize,
+) -> Result<u32, CudaError> {
+    u32::try_from(value).map_err(|_| CudaError::Contract {
+        kernel,
+        what,
+        needed: value as u64,
+        have: u32::MAX as u64,
+    })
+}
+
+/// Checks one direction's recurrence inputs: the projection holds `rows * 512` floats, the
+/// packed recurrent rows `512 * 128`, the packed bias 512, all 16-byte aligned (the kernels
+/// read them as float4).
+///
+/// # Errors
+/// [`CudaError::Contract`] naming the first broken precondition.
+pub(crate) fn check_direction_tensors(
+    kernel: &'static str,
+    rows: usize,
+    proj: Span,
+    recurrent: Span,
+    bias: Span,
+) -> Result<(), CudaError> {
+    let proj_len = product(kernel, "projection values", &[rows, GATE_ROWS])?;
+    require(kernel, "projection values", proj_len, proj.len)?;
+    require_aligned(kernel, "projection alignment", proj.addr, 16)?;
+    require(
+        kernel,
+        "recurrent weights",
+        GATE_ROWS * HIDDEN,
+        recurrent.len,
+    )?;
+    require_aligned(kernel, "recurrent weights alignment", recurrent.addr, 16)?;
+    require(kernel, "bias values", GATE_ROWS, bias.len)?;
+    require_aligned(kernel, "bias alignment", bias.addr, 16)
+}
+
+/// Checks a layer output: `rows * 256` floats, 4-byte aligned.
+///
+/// # Errors
+/// [`CudaError::Contract`] naming the broken precondition.
+pub(crate) fn check_output(kernel: &'static str, rows: usize, out: Span) -> Result<(), CudaError> {
+    require(
+        kernel,
+        "output values",
+        product(kernel, "output values", &[rows, 2 * HIDDEN])?,
+        out.len,
+    )?;
+    require_aligned(kernel, "output alignment", out.addr, 4)
 }
 
 #[cfg(test)]

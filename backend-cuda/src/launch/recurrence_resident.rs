@@ -1,11 +1,11 @@
 //! Launch of `bilstm_recurrence_resident` (kernels/cuda/recurrence_resident.cu): both
 //! directions of one layer in one ordinary launch.
 
-use bilstm_core::geometry::{GATE_ROWS, HIDDEN, RESIDENT_SHARED_BYTES, RESIDENT_THREADS};
+use bilstm_core::geometry::{RESIDENT_SHARED_BYTES, RESIDENT_THREADS};
 use bilstm_kernels::params::RecurrenceResidentParams;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::{KernelArg, Span, product, require, require_aligned};
+use super::{KernelArg, Span, check_direction_tensors, check_output, product, require, to_u32};
 use crate::error::CudaError;
 
 pub(crate) const KERNEL: &str = "bilstm_recurrence_resident";
@@ -61,39 +61,12 @@ pub(crate) fn check(args: &ResidentArgs) -> Result<(RecurrenceResidentParams, u3
             needed: grid as u64,
             have: i32::MAX as u64,
         })?;
-    let frames = u32::try_from(args.frames).map_err(|_| CudaError::Contract {
-        kernel: KERNEL,
-        what: "frames fit u32",
-        needed: args.frames as u64,
-        have: u32::MAX as u64,
-    })?;
+    let frames = to_u32(KERNEL, "frames fit u32", args.frames)?;
     let rows = product(KERNEL, "projection rows", &[args.batch, args.frames])?;
-    let proj_len = product(KERNEL, "projection values", &[rows, GATE_ROWS])?;
     for d in 0..2 {
-        require(KERNEL, "projection values", proj_len, args.proj[d].len)?;
-        require_aligned(KERNEL, "projection alignment", args.proj[d].addr, 16)?;
-        require(
-            KERNEL,
-            "recurrent weights",
-            GATE_ROWS * HIDDEN,
-            args.recurrent[d].len,
-        )?;
-        require_aligned(
-            KERNEL,
-            "recurrent weights alignment",
-            args.recurrent[d].addr,
-            16,
-        )?;
-        require(KERNEL, "bias values", GATE_ROWS, args.bias[d].len)?;
-        require_aligned(KERNEL, "bias alignment", args.bias[d].addr, 16)?;
+        check_direction_tensors(KERNEL, rows, args.proj[d], args.recurrent[d], args.bias[d])?;
     }
-    require(
-        KERNEL,
-        "output values",
-        product(KERNEL, "output values", &[rows, 2 * HIDDEN])?,
-        args.out.len,
-    )?;
-    require_aligned(KERNEL, "output alignment", args.out.addr, 4)?;
+    check_output(KERNEL, rows, args.out)?;
     let params = RecurrenceResidentParams {
         proj: [args.proj[0].addr, args.proj[1].addr],
         recurrent: [args.recurrent[0].addr, args.recurrent[1].addr],

@@ -1,17 +1,13 @@
 //! Launch of `bilstm_recurrence_tiled` (kernels/cuda/recurrence_tiled.cu), cooperatively.
 
-use core::ops::Range;
-
-use bilstm_core::Direction;
-use bilstm_core::exchange::{ExchangeLayout, flag};
 use bilstm_core::geometry::{
-    BLOCK_THREADS, EXCHANGE_ALIGN_BYTES, GATE_ROWS, HIDDEN, TILED_BLOCKS_PER_TILE,
-    TILED_UNITS_PER_BLOCK, TILED_WINDOWS,
+    BLOCK_THREADS, TILED_BLOCKS_PER_TILE, TILED_UNITS_PER_BLOCK, TILED_WINDOWS,
 };
-use bilstm_kernels::params::{ERROR_WORDS, RecurrenceTiledParams};
+use bilstm_kernels::params::RecurrenceTiledParams;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::{KernelArg, Span, product, require, require_aligned};
+use super::KernelArg;
+use super::coop::{CoopArgs, check_coop};
 use crate::error::CudaError;
 
 pub(crate) const KERNEL: &str = "bilstm_recurrence_tiled";
@@ -22,49 +18,9 @@ pub(crate) const KERNEL: &str = "bilstm_recurrence_tiled";
 // bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceTiledParams> {}
 
-/// What one launch of the tiled recurrence reads and writes.
-#[derive(Debug, Clone)]
-pub(crate) struct TiledArgs {
-    /// This direction's projection `[batch * frames, 512]`.
-    pub proj: Span,
-    /// This direction's packed recurrent rows `[512, 128]`.
-    pub recurrent: Span,
-    /// This direction's packed combined bias `[512]`.
-    pub bias: Span,
-    /// The layer output `[batch, frames, 256]`.
-    pub out: Span,
-    /// The aligned exchange base, in u64 words.
-    pub exchange: Span,
-    /// The error array, in i32 words.
-    pub error: Span,
-    /// The exchange layout of this pass (`ExchangeLayout::tiled`, both directions, all tiles).
-    pub layout: ExchangeLayout,
-    /// Windows.
-    pub batch: usize,
-    /// Frames per window.
-    pub frames: usize,
-    /// Layer index.
-    pub layer: usize,
-    /// Direction.
-    pub direction: Direction,
-    /// The tiles this launch runs.
-    pub tiles: Range<usize>,
-    /// Blocks of this kernel the device holds at once (occupancy x SMs).
-    pub co_resident_blocks: usize,
-    /// Spin timeout in nanoseconds.
-    pub spin_timeout_ns: u64,
-    /// Test-only: the block (index in this launch's grid) that never publishes.
-    pub stall_block: Option<u32>,
-}
-
-fn to_u32(what: &'static str, value: usize) -> Result<u32, CudaError> {
-    u32::try_from(value).map_err(|_| CudaError::Contract {
-        kernel: KERNEL,
-        what,
-        needed: value as u64,
-        have: u32::MAX as u64,
-    })
-}
+/// What one launch of the tiled recurrence reads and writes (the layout is
+/// `ExchangeLayout::tiled`).
+pub(crate) type TiledArgs = CoopArgs;
 
 /// Checks `args` against the kernel's launch contract and builds its parameters and grid.
 ///
@@ -83,78 +39,8 @@ pub(crate) fn check(args: &TiledArgs) -> Result<(RecurrenceTiledParams, u32), Cu
             have: l.windows_per_tile as u64,
         });
     }
-    require(KERNEL, "batch", 1, args.batch)?;
-    require(KERNEL, "frames", 1, args.frames)?;
-    require(KERNEL, "tiles in the launch", 1, args.tiles.len())?;
-    require(KERNEL, "tiles of the layout", args.tiles.end, l.tiles)?;
-    require(
-        KERNEL,
-        "windows covered by the layout's tiles",
-        args.batch,
-        product(KERNEL, "windows", &[l.tiles, TILED_WINDOWS])?,
-    )?;
-    let grid = product(
-        KERNEL,
-        "grid blocks",
-        &[args.tiles.len(), TILED_BLOCKS_PER_TILE],
-    )?;
-    require(
-        KERNEL,
-        "co-resident blocks for the cooperative grid",
-        grid,
-        args.co_resident_blocks,
-    )?;
-    let grid = to_u32("grid blocks", grid)?;
-    // Every flag of this layer fits 32 bits.
-    flag(args.layer, args.frames, args.frames - 1).map_err(CudaError::from)?;
-
-    let rows = product(KERNEL, "projection rows", &[args.batch, args.frames])?;
-    require(
-        KERNEL,
-        "projection values",
-        product(KERNEL, "projection values", &[rows, GATE_ROWS])?,
-        args.proj.len,
-    )?;
-    require_aligned(KERNEL, "projection alignment", args.proj.addr, 16)?;
-    require(
-        KERNEL,
-        "recurrent weights",
-        GATE_ROWS * HIDDEN,
-        args.recurrent.len,
-    )?;
-    require_aligned(
-        KERNEL,
-        "recurrent weights alignment",
-        args.recurrent.addr,
-        16,
-    )?;
-    require(KERNEL, "bias values", GATE_ROWS, args.bias.len)?;
-    require_aligned(KERNEL, "bias alignment", args.bias.addr, 16)?;
-    require(
-        KERNEL,
-        "output values",
-        product(KERNEL, "output values", &[rows, 2 * HIDDEN])?,
-        args.out.len,
-    )?;
-    require_aligned(KERNEL, "output alignment", args.out.addr, 4)?;
-    require_aligned(
-        KERNEL,
-        "exchange base alignment",
-        args.exchange.addr,
-        EXCHANGE_ALIGN_BYTES as u64,
-    )?;
-    require(KERNEL, "exchange words", l.words(), args.exchange.len)?;
-    require(KERNEL, "error words", ERROR_WORDS, args.error.len)?;
-    require_aligned(KERNEL, "error alignment", args.error.addr, 4)?;
-    if let Some(b) = args.stall_block {
-        require(
-            KERNEL,
-            "stalled block inside the grid",
-            b as usize + 1,
-            grid as usize,
-        )?;
-    }
-
+    let c = check_coop(KERNEL, args)?;
+    let grid = c.grid;
     let params = RecurrenceTiledParams {
         proj: args.proj.addr,
         recurrent: args.recurrent.addr,
@@ -163,16 +49,16 @@ pub(crate) fn check(args: &TiledArgs) -> Result<(RecurrenceTiledParams, u32), Cu
         exchange: args.exchange.addr,
         error: args.error.addr,
         spin_timeout_ns: args.spin_timeout_ns,
-        batch: to_u32("batch", args.batch)?,
-        frames: to_u32("frames", args.frames)?,
-        layer: to_u32("layer", args.layer)?,
-        direction: args.direction.index() as u32,
-        tile_offset: to_u32("tile offset", args.tiles.start)?,
-        block_stride: to_u32("exchange block stride", l.block_stride)?,
-        slot_stride: to_u32("exchange slot stride", l.slot_stride)?,
-        tile_stride: to_u32("exchange tile stride", l.tile_stride)?,
-        direction_stride: to_u32("exchange direction stride", l.direction_stride)?,
-        stall_block: args.stall_block.map_or(-1, |b| b as i32),
+        batch: c.batch,
+        frames: c.frames,
+        layer: c.layer,
+        direction: c.direction,
+        tile_offset: c.tile_offset,
+        block_stride: c.block_stride,
+        slot_stride: c.slot_stride,
+        tile_stride: c.tile_stride,
+        direction_stride: c.direction_stride,
+        stall_block: c.stall_block,
     };
     Ok((params, grid))
 }
@@ -219,6 +105,9 @@ pub(crate) fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::Span;
+    use bilstm_core::Direction;
+    use bilstm_core::exchange::ExchangeLayout;
 
     fn args() -> TiledArgs {
         let layout = ExchangeLayout::tiled(3).unwrap();
