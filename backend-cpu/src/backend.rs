@@ -1,5 +1,6 @@
-//! [`CpuBackend`]: packing at prepare, then per layer two direction jobs (projection GEMM and
-//! recurrence) on one or two threads, then a merge of the two halves into the layer output.
+//! [`CpuBackend`]: packing at prepare, then per layer two direction jobs (chunks of input
+//! projection and recurrence) on one or two threads, then the merge of the last layer's two
+//! halves into the caller's output.
 
 use std::num::NonZeroUsize;
 use std::thread;
@@ -11,8 +12,11 @@ use bilstm_core::layout::{
 use bilstm_core::{Backend, BackendConfig, CoreError, Direction, StackShape, StackWeights};
 
 use crate::error::CpuError;
-use crate::projection::project;
-use crate::recurrence::Recurrence;
+use crate::panel::{bias_panels, strips};
+use crate::simd::{self, Isa, kernels};
+
+/// The environment variable [`CpuBackend::new`] reads the thread count from (`1` or `2`).
+pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
 
 /// The most threads a forward uses: one per direction of a layer (DESIGN §6: on the 2-vCPU
 /// development machine one direction per thread is the natural split).
@@ -40,17 +44,19 @@ pub const MAX_THREADS: usize = 2;
 #[derive(Debug)]
 pub struct CpuBackend {
     threads: usize,
+    isa: Isa,
     prepared: Option<Prepared>,
 }
 
-/// One direction of one layer, packed (DESIGN §2).
+/// One direction of one layer, packed (DESIGN §2) then repacked into the kernels' panel
+/// layouts ([`crate::simd::kernels`]).
 #[derive(Debug)]
 struct PackedDirection {
-    /// Input weights, K-major `[padded_in, 4H]`.
-    input_kmajor: Vec<f32>,
-    /// Recurrent weights, K-major `[H, 4H]`.
-    recurrent_kmajor: Vec<f32>,
-    /// Combined bias `Wb + Rb`, `[4H]`.
+    /// Input weights, `4H / 16` strips of `[width][16]`.
+    input_strips: Vec<f32>,
+    /// Recurrent weights, `4H / 64` blocks of `[H][64]`.
+    recurrent_strips: Vec<f32>,
+    /// Combined bias `Wb + Rb`, `[4H]`, panel order.
     bias: Vec<f32>,
 }
 
@@ -59,8 +65,6 @@ struct PackedDirection {
 struct DirectionScratch {
     /// Input projections `[max_batch * frames, 4H]`.
     gates: Vec<f32>,
-    /// Hidden state of every step `[max_batch * frames, H]`.
-    hseq: Vec<f32>,
     /// Running hidden state `[max_batch, H]`.
     h: Vec<f32>,
     /// Running cell state `[max_batch, H]`.
@@ -75,9 +79,11 @@ struct Prepared {
     layers: Vec<[PackedDirection; 2]>,
     /// Forward's and reverse's buffers.
     scratch: [DirectionScratch; 2],
-    /// The output of every layer but the last `[max_batch * frames, 2H]`, also the next
-    /// layer's input (the last layer writes the caller's output).
-    layer_out: Vec<f32>,
+    /// Hidden states of every step `[max_batch * frames, H]`, per layer parity then direction:
+    /// layer `l` writes `hseq[l % 2]` and reads `hseq[(l + 1) % 2]` (the previous layer's, its
+    /// input, both directions, without a merged copy); the last layer's are merged into the
+    /// caller's output.
+    hseq: [[Vec<f32>; 2]; 2],
 }
 
 /// A zeroed `Vec` of `len` values, or [`CpuError::Allocation`] naming `what`.
@@ -92,19 +98,35 @@ fn zeroed(len: usize, what: &'static str) -> Result<Vec<f32>, CpuError> {
 }
 
 impl CpuBackend {
-    /// A backend using `available_parallelism()` threads, at most [`MAX_THREADS`] (1 when the
-    /// host cannot say).
+    /// A backend using the environment variable [`THREADS_ENV`] (`BILSTM_CPU_THREADS`) threads
+    /// when it holds a positive integer, else `available_parallelism()`, clamped to
+    /// `1..=`[`MAX_THREADS`] (1 when the host cannot say). The kernels' instruction set is
+    /// detected here, once ([`Isa::detect`]).
     pub fn new() -> Self {
-        let threads = thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let from_env = std::env::var(THREADS_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0);
+        let threads = from_env
+            .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
         Self::with_threads(threads)
     }
 
     /// A backend using `threads` threads, clamped to `1..=`[`MAX_THREADS`]: 1 runs both
     /// directions of a layer on the calling thread, 2 runs the reverse direction on a scoped
-    /// worker thread. The output bits are the same for every thread count.
+    /// worker thread. The output bits are the same for every thread count. The instruction
+    /// set is detected ([`Isa::detect`]).
     pub fn with_threads(threads: usize) -> Self {
+        Self::with_isa(threads, Isa::detect())
+    }
+
+    /// A backend using `threads` threads (as [`CpuBackend::with_threads`]) and the kernels of
+    /// `isa`, e.g. [`Isa::portable`] to run the portable path on an AVX2 host. Both paths
+    /// give the same bits (see the [crate docs](crate)).
+    pub fn with_isa(threads: usize, isa: Isa) -> Self {
         CpuBackend {
             threads: threads.clamp(1, MAX_THREADS),
+            isa,
             prepared: None,
         }
     }
@@ -112,6 +134,11 @@ impl CpuBackend {
     /// The number of threads a forward uses (1 or 2).
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// The instruction set the kernels run with.
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     fn pack_direction(
@@ -141,10 +168,19 @@ impl CpuBackend {
         pack_recurrent_kmajor_into(d.recurrent, h, order, &mut recurrent_kmajor)?;
         let mut bias = zeroed(rows, "packed bias")?;
         pack_bias_into(d.input_bias, d.recurrent_bias, h, order, &mut bias)?;
+        let mut in_strips = zeroed(
+            checked_mul(width, rows, "input weight strips")?,
+            "input weight strips",
+        )?;
+        strips(&input_kmajor, width, kernels::STRIP_COLS, &mut in_strips);
+        let mut r_strips = zeroed(recurrent_kmajor.len(), "recurrent weight strips")?;
+        strips(&recurrent_kmajor, h, kernels::R_BLOCK_COLS, &mut r_strips);
+        let mut bias_p = zeroed(rows, "packed bias")?;
+        bias_panels(&bias, &mut bias_p);
         Ok(PackedDirection {
-            input_kmajor,
-            recurrent_kmajor,
-            bias,
+            input_strips: in_strips,
+            recurrent_strips: r_strips,
+            bias: bias_p,
         })
     }
 
@@ -154,10 +190,6 @@ impl CpuBackend {
             gates: zeroed(
                 checked_mul(max_rows, shape.gate_rows(), "projection gates")?,
                 "projection gates",
-            )?,
-            hseq: zeroed(
-                checked_mul(max_rows, shape.hidden, "hidden sequence")?,
-                "hidden sequence",
             )?,
             h: zeroed(
                 checked_mul(max_batch, shape.hidden, "hidden state")?,
@@ -178,43 +210,86 @@ impl Default for CpuBackend {
     }
 }
 
-/// One direction job: the projection GEMM over all rows, then the recurrence.
+/// One direction job: per chunk of frames, the projection of those rows, then the recurrence
+/// steps over them.
 struct DirectionJob<'a> {
+    isa: Isa,
     direction: Direction,
     shape: &'a StackShape,
     batch: usize,
-    /// Layer input `[batch * frames, width]`.
-    input: &'a [f32],
-    width: usize,
+    /// Layer input in two parts (layer 0: the stack input and nothing; later layers: the
+    /// previous layer's forward and reverse hidden states), `[batch * frames, widths[p]]`.
+    input: [&'a [f32]; 2],
+    widths: [usize; 2],
     packed: &'a PackedDirection,
 }
 
+/// Frames per projection chunk for `batch` windows: about [`CHUNK_ROWS`] rows, a multiple of
+/// 6 (the projection's register tile), at least 6.
+fn chunk_frames(batch: usize) -> usize {
+    (CHUNK_ROWS / batch.max(1)).div_ceil(6).max(1) * 6
+}
+
+/// Rows of input projection (all windows, a chunk of frames) computed just before the
+/// recurrence steps that read them: the gates then come from cache rather than from a buffer
+/// of `batch * frames * 2 KiB`. On the 2-vCPU machine at batches 1 to 32, 96, 192, 384 rows and
+/// no chunking measured the same within noise (`bench/NOTES.md`); chunking bounds the working
+/// set for larger batches.
+const CHUNK_ROWS: usize = 192;
+
 impl DirectionJob<'_> {
-    fn run(&self, scratch: &mut DirectionScratch) {
-        let rows = self.batch * self.shape.frames;
+    /// Projection and recurrence in chunks of frames: the projection of a chunk's rows (every
+    /// window), then the recurrence steps over those frames. Each value's arithmetic is the
+    /// same as unchunked (chunking only reorders whole values), so the bits do not depend on it.
+    fn run(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
+        let frames = self.shape.frames;
+        let rows = self.batch * frames;
         let cols = self.shape.gate_rows();
-        let gates = &mut scratch.gates[..rows * cols];
-        project(
-            self.input,
-            self.width,
-            &self.packed.input_kmajor,
-            cols,
-            gates,
-        );
-        let recurrence = Recurrence {
-            direction: self.direction,
-            frames: self.shape.frames,
-            hidden: self.shape.hidden,
-            proj: gates,
-            recurrent_kmajor: &self.packed.recurrent_kmajor,
-            bias: &self.packed.bias,
-        };
-        recurrence.run(
-            self.batch,
-            &mut scratch.h,
-            &mut scratch.c,
-            &mut scratch.hseq[..rows * self.shape.hidden],
-        );
+        let widths = self.widths;
+        let chunk = chunk_frames(self.batch);
+        let forward = self.direction == Direction::Forward;
+        for s0 in (0..frames).step_by(chunk) {
+            let s1 = (s0 + chunk).min(frames);
+            let (t0, t1) = if forward {
+                (s0, s1)
+            } else {
+                (frames - s1, frames - s0)
+            };
+            // Rows t0..t1 of every window: one call, so each weight strip is reused from L1
+            // by all of them.
+            simd::project(
+                self.isa,
+                &kernels::Projection {
+                    x: [
+                        &self.input[0][t0 * widths[0]..rows * widths[0]],
+                        &self.input[1][t0 * widths[1]..rows * widths[1]],
+                    ],
+                    widths,
+                    rows: t1 - t0,
+                    groups: self.batch,
+                    group_stride: frames,
+                    strips: &self.packed.input_strips,
+                },
+                &mut scratch.gates[t0 * cols..rows * cols],
+            );
+            simd::recurrence(
+                self.isa,
+                &kernels::Recurrence {
+                    forward,
+                    frames,
+                    batch: self.batch,
+                    steps: s0..s1,
+                    strips: &self.packed.recurrent_strips,
+                    bias: &self.packed.bias,
+                },
+                kernels::State {
+                    gates: &mut scratch.gates[..rows * cols],
+                    hseq: &mut hseq[..rows * self.shape.hidden],
+                    h: &mut scratch.h,
+                    c: &mut scratch.c,
+                },
+            );
+        }
     }
 }
 
@@ -234,17 +309,19 @@ fn run_layer(
     layer: usize,
     jobs: [DirectionJob<'_>; 2],
     scratch: &mut [DirectionScratch; 2],
+    hseq: &mut [Vec<f32>; 2],
 ) -> Result<(), CpuError> {
     let [fwd_scratch, rev_scratch] = scratch;
+    let [fwd_hseq, rev_hseq] = hseq;
     let [fwd_job, rev_job] = jobs;
     if threads >= 2 {
         let outcome = thread::scope(|s| {
             let worker = thread::Builder::new()
                 .name("bilstm-cpu-reverse".into())
-                .spawn_scoped(s, || rev_job.run(rev_scratch));
+                .spawn_scoped(s, || rev_job.run(rev_scratch, rev_hseq));
             match worker {
                 Ok(handle) => {
-                    fwd_job.run(fwd_scratch);
+                    fwd_job.run(fwd_scratch, fwd_hseq);
                     Parallel::Done(handle.join().map_err(|_| CpuError::WorkerPanicked {
                         layer,
                         direction: Direction::Reverse,
@@ -257,8 +334,8 @@ fn run_layer(
             return result;
         }
     }
-    fwd_job.run(fwd_scratch);
-    rev_job.run(rev_scratch);
+    fwd_job.run(fwd_scratch, fwd_hseq);
+    rev_job.run(rev_scratch, rev_hseq);
     Ok(())
 }
 
@@ -313,12 +390,23 @@ impl Backend for CpuBackend {
             Self::scratch(&shape, config.max_batch)?,
             Self::scratch(&shape, config.max_batch)?,
         ];
-        let layer_out = zeroed(shape.output_len(config.max_batch)?, "layer output")?;
+        let hseq_len = checked_mul(
+            checked_mul(config.max_batch, shape.frames, "projection rows")?,
+            shape.hidden,
+            "hidden sequence",
+        )?;
+        let hseq_pair = || -> Result<[Vec<f32>; 2], CpuError> {
+            Ok([
+                zeroed(hseq_len, "hidden sequence")?,
+                zeroed(hseq_len, "hidden sequence")?,
+            ])
+        };
+        let hseq = [hseq_pair()?, hseq_pair()?];
         self.prepared = Some(Prepared {
             config: *config,
             layers,
             scratch,
-            layer_out,
+            hseq,
         });
         Ok(())
     }
@@ -332,7 +420,7 @@ impl Backend for CpuBackend {
     /// `batch * frames * 60` or `batch * frames * 256`; [`CoreError::BatchTooLarge`] for
     /// `batch > max_batch`. [`CpuError::WorkerPanicked`] only for a bug.
     fn forward(&mut self, input: &[f32], batch: usize, output: &mut [f32]) -> Result<(), CpuError> {
-        let threads = self.threads;
+        let (threads, isa) = (self.threads, self.isa);
         let prepared = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
         let shape = prepared.config.shape;
         shape.check_io(batch, input.len(), output.len())?;
@@ -348,16 +436,28 @@ impl Backend for CpuBackend {
         }
         let rows = batch * shape.frames;
         let hidden = shape.hidden;
-        let layer_out = &mut prepared.layer_out[..rows * shape.output_width()];
+        let [even, odd] = &mut prepared.hseq;
         for (layer, packed) in prepared.layers.iter().enumerate() {
-            let width = shape.layer_input_width(layer);
-            let layer_input: &[f32] = if layer == 0 { input } else { &*layer_out };
+            let (cur, prev) = if layer % 2 == 0 {
+                (&mut *even, &*odd)
+            } else {
+                (&mut *odd, &*even)
+            };
+            let (parts, widths): ([&[f32]; 2], _) = if layer == 0 {
+                ([input, &[]], [shape.layer_input_width(0), 0])
+            } else {
+                (
+                    [&prev[0][..rows * hidden], &prev[1][..rows * hidden]],
+                    [hidden, hidden],
+                )
+            };
             let job = |direction: Direction| DirectionJob {
+                isa,
                 direction,
                 shape: &shape,
                 batch,
-                input: layer_input,
-                width,
+                input: parts,
+                widths,
                 packed: &packed[direction.index()],
             };
             run_layer(
@@ -365,19 +465,16 @@ impl Backend for CpuBackend {
                 layer,
                 [job(Direction::Forward), job(Direction::Reverse)],
                 &mut prepared.scratch,
+                cur,
             )?;
-            let [fwd, rev] = &prepared.scratch;
-            let dst: &mut [f32] = if layer + 1 == shape.layers {
-                &mut *output
-            } else {
-                &mut *layer_out
-            };
-            merge(
-                &fwd.hseq[..rows * hidden],
-                &rev.hseq[..rows * hidden],
-                hidden,
-                dst,
-            );
+            if layer + 1 == shape.layers {
+                merge(
+                    &cur[0][..rows * hidden],
+                    &cur[1][..rows * hidden],
+                    hidden,
+                    output,
+                );
+            }
         }
         Ok(())
     }

@@ -2,42 +2,56 @@
 //!
 //! The CPU backend of bilstm: [`CpuBackend`] runs a bidirectional LSTM stack
 //! `[batch, frames, features] -> [batch, frames, 256]` in FP32 on any host, implementing
-//! [`bilstm_core::Backend`]. It is correct and deterministic first; the SIMD work comes later
-//! (DESIGN §6 gives the CPU targets).
+//! [`bilstm_core::Backend`]. On x86-64 with AVX2 and FMA (detected at run time, once, in
+//! [`CpuBackend::new`]) it runs hand-blocked SIMD kernels; elsewhere the same kernels compiled
+//! portably, with the same bits ([`Isa`]).
 //!
 //! ## How a forward runs
-//! [`Backend::prepare`](bilstm_core::Backend::prepare) validates the shape and weights and
-//! packs each layer and direction with core's functions (DESIGN §2): input weights K-major
-//! `[padded_in, 512]`, recurrent weights K-major `[128, 512]`, combined bias `Wb + Rb`; packed
-//! column `unit * 4 + gate`, gates `i, f, g, o`. It allocates every buffer for `max_batch`
-//! windows, so a forward allocates nothing. Then, per layer and for each direction:
+//! [`Backend::prepare`](bilstm_core::Backend::prepare) validates the shape and weights, packs
+//! each layer and direction with core's functions (DESIGN §2: K-major, column
+//! `unit * 4 + gate`, combined bias `Wb + Rb`), then permutes the columns into the kernels'
+//! *panel order* (inside each group of 8 units, gate-major: one 8-lane vector is one gate of 8
+//! units) and cuts the weights into 16-column strips `[K][16]` that stay in L1. It allocates
+//! every buffer for `max_batch` windows, so a forward allocates nothing. Then, per layer, one
+//! thread per direction (the reverse one on a scoped worker when [`CpuBackend::threads`] is 2),
+//! in chunks of about 192 rows (a chunk of frames, all windows):
 //!
-//! 1. the input projection, one GEMM over all `batch * frames` rows
-//!    (`gates[row, 0..512] = x[row, 0..in] · Wk`);
-//! 2. the recurrence, step by step over the whole batch: `a = (proj[t] + h·R) + bias`, then
-//!    `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g`, `h = o·tanh(c)`, with `σ` and `tanh`
-//!    from [`bilstm_core::numerics`] and `h0 = c0 = 0`.
+//! 1. the input projection of the chunk, a register-blocked SGEMM (6 rows x 16 columns, 12
+//!    accumulators; near the core's FMA peak). From layer 1 on, it reads the previous layer's
+//!    forward and reverse hidden states directly (K = 128 + 128), no merged copy;
+//! 2. the recurrence over the chunk's steps: per step a small GEMM over the batch
+//!    (`gates += h·R`, 6 windows x 16 columns per register tile, R's strip reused from L1 by
+//!    every window group; batch 1: 1 window x 64 columns), then the fused, vectorised
+//!    pointwise pass `+ bias`, `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g`,
+//!    `h = o·tanh(c)`, four panels at a time so their latency chains overlap.
 //!
-//! The two directions of a layer run on two threads (the reverse one on a scoped worker)
-//! when [`CpuBackend::threads`] is 2, and are merged into the layer output, forward units
-//! first, before the next layer starts.
+//! The last layer's two halves are merged into the caller's output, forward units first.
 //!
 //! ## Numerics and determinism
-//! Every dot product is summed in ascending `k`, each product rounded and then added (no
-//! FMA), the projection from `0.0`, the recurrent sum onto the projection, the combined bias
-//! last (DESIGN §2). Vectorisation runs across output columns only, never across a sum, so:
+//! Every dot product is one FMA chain in ascending `k`: the projection from `0.0`, the
+//! recurrent sum onto the projection value, the combined bias added last (DESIGN §2). The
+//! blocking, the chunking, the window groups and the thread only decide which whole values are
+//! computed when, never how, so:
 //!
 //! - the output bits are the same for 1 or 2 threads and on every run;
 //! - a window's output bits do not depend on the batch it is run in, nor on its position;
-//! - the bits are the same on every host with IEEE f32 (the gate functions are libm's
-//!   software `expf` and `tanhf`).
+//! - the AVX2 + FMA kernels and the portable kernels (`f32::mul_add`, [`Isa::portable`]) give
+//!   the same bits: every step is one IEEE operation both compute alike (tested).
 //!
-//! They differ from the GPU backend's bits (DESIGN §4: no `ex2.approx` here) and may change
-//! when the SIMD work changes the summation; relative L2 error against the f64 reference
-//! stays within [`bilstm_core::accuracy::CPU_FP32_REL_L2`] (1e-5). Measured with weights
-//! U(-0.3, 0.3) and standard-normal inputs (`tests/accuracy.rs`): 6.8e-7 to 7.7e-7 for batches
-//! 1, 3 and 8 of 589 frames, 3.2e-7 to 7.2e-7 for 1 to 17 frames, 1.2e-6 with inputs scaled by
-//! 30 (saturated gates).
+//! `σ`, `tanh` and `exp` are the kernels' own vectorised functions (Cephes constructions,
+//! `exp` within 1 ulp, `σ` within 1.5e-7 relative, `tanh` within 8e-8 absolute, measured
+//! against f64 in the unit tests), not libm's, so the bits differ from the first CPU version's
+//! and from the GPU backend's (DESIGN §4: no `ex2.approx` here). Relative L2 error against the
+//! f64 reference stays within [`bilstm_core::accuracy::CPU_FP32_REL_L2`] (1e-5). Measured with
+//! weights U(-0.3, 0.3) and standard-normal inputs (`tests/accuracy.rs`): 6.9e-7 to 7.5e-7 for
+//! batches 1, 3 and 8 of 589 frames, 3.3e-7 to 7.0e-7 for 1 to 17 frames, 1.1e-6 with inputs
+//! scaled by 30 (saturated gates).
+//!
+//! ## Threads
+//! [`CpuBackend::new`] uses the environment variable [`THREADS_ENV`] (`BILSTM_CPU_THREADS`,
+//! `1` or `2`) when set, else the available parallelism, at most [`MAX_THREADS`];
+//! [`CpuBackend::with_threads`] sets it in code. The `bilstm` CLI opens its CPU backend with
+//! `new`, so `BILSTM_CPU_THREADS=1 bilstm bench --backend cpu` times one thread.
 //!
 //! ## Special values
 //! - **Weights** must be finite: NaN or infinite weights make `prepare` fail with
@@ -47,7 +61,9 @@
 //!   hang. Windows never mix, so a non-finite value only touches its own window. A NaN
 //!   reaches that window's forward outputs from its frame on and reverse outputs up to it in
 //!   the first layer, hence every frame of the window after two or more layers. An infinity
-//!   usually saturates the gates (finite outputs) and gives NaN where infinities cancel.
+//!   usually saturates the gates (finite outputs) and gives NaN where infinities cancel. The
+//!   gate functions clamp `exp`'s argument to `[-87, 88]`: a saturated `σ` is 6e-39 or 1, not
+//!   exactly 0.
 //!
 //! ## Math modes
 //! [`bilstm_core::MathMode::Tf32`] is accepted and runs FP32: the result is bit-identical to
@@ -58,12 +74,13 @@
 //! ## Errors
 //! [`CpuError`] wraps core's checks ([`CpuError::Core`]); every error has a
 //! [`bilstm_core::ErrorKind`] through [`bilstm_core::BackendError::kind`].
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod backend;
 mod error;
-mod projection;
-mod recurrence;
+mod panel;
+mod simd;
 
-pub use backend::{CpuBackend, MAX_THREADS};
+pub use backend::{CpuBackend, MAX_THREADS, THREADS_ENV};
 pub use error::CpuError;
+pub use simd::Isa;

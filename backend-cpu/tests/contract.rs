@@ -13,7 +13,7 @@ use bilstm_core::{
     Backend, BackendConfig, BackendError, CoreError, Direction, ErrorKind, GateOrder, MathMode,
     StackShape, StackWeights,
 };
-use bilstm_cpu::{CpuBackend, CpuError};
+use bilstm_cpu::{CpuBackend, CpuError, Isa};
 
 fn config(shape: StackShape, max_batch: usize) -> BackendConfig {
     BackendConfig {
@@ -67,6 +67,27 @@ fn same_bits_for_one_or_two_threads_and_every_run() {
         "second single-thread run differs"
     );
     assert!(want.iter().all(|&b| f32::from_bits(b).abs() < 1.0));
+}
+
+/// The portable kernels (`f32::mul_add`, scalar gate functions) give the AVX2 + FMA kernels'
+/// bits: the same operations in the same order. On a host without AVX2 both sides are portable.
+#[test]
+fn portable_and_avx2_paths_give_identical_bits() {
+    let shape = StackShape::pyannote().with_frames(9);
+    let model = OwnedStack::random(&shape, 31, 0.3);
+    let w = model.weights().unwrap();
+    let input = random_input(&shape, 3, 13);
+    let mut fast = CpuBackend::with_isa(2, Isa::detect());
+    let mut portable = CpuBackend::with_isa(1, Isa::portable());
+    assert!(!portable.isa().is_avx2_fma());
+    for cpu in [&mut fast, &mut portable] {
+        cpu.prepare(&w, &config(shape, 3)).unwrap();
+    }
+    println!("detected: {}", fast.isa());
+    assert_eq!(
+        bits(&run(&mut fast, &input, 3)),
+        bits(&run(&mut portable, &input, 3))
+    );
 }
 
 #[test]

@@ -144,13 +144,17 @@ impl Selected {
         }
     }
 
-    /// What runs, in a few words: `cpu x2 threads`, or the recurrence kernel, its schedule and
+    /// What runs, in a few words: `cpu x2 threads avx2+fma`, or the recurrence kernel, its schedule and
     /// the projection tile of the last CUDA pass (before any pass: the GPU's name).
     pub fn kernel_label(&self) -> String {
         match &self.engine {
             Engine::Cpu(cpu) => {
                 let n = cpu.threads();
-                format!("cpu x{n} thread{}", if n == 1 { "" } else { "s" })
+                format!(
+                    "cpu x{n} thread{} {}",
+                    if n == 1 { "" } else { "s" },
+                    cpu.isa()
+                )
             }
             #[cfg(feature = "cuda")]
             Engine::Cuda(cuda) => {

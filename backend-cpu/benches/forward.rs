@@ -1,0 +1,56 @@
+//! Criterion benchmarks of the CPU backend: one forward pass of the built-in model (pyannote
+//! shape, 589 frames) at batches 1, 8 and 32 with two threads, and batch 1 with one thread.
+//!
+//! `cargo bench -p bilstm-cpu` (add `-- --quick` for a short run). Criterion reports the time
+//! per forward and windows per second (throughput in elements = windows). The comparison
+//! with ONNX Runtime on the same machine is `scripts/cpu-vs-ort`.
+
+#![allow(
+    missing_docs,
+    reason = "criterion_group! generates undocumented public functions"
+)]
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark: a failed unwrap aborts the run with the error"
+)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use bilstm_core::owned::{OwnedStack, random_input};
+use bilstm_core::{Backend, BackendConfig};
+use bilstm_cpu::CpuBackend;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+
+fn forward(c: &mut Criterion) {
+    let model = OwnedStack::builtin();
+    let weights = model.weights().unwrap();
+    let shape = model.shape;
+    let mut group = c.benchmark_group("forward");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    for (threads, batch) in [(2, 1), (1, 1), (2, 8), (2, 32)] {
+        let mut cpu = CpuBackend::with_threads(threads);
+        cpu.prepare(&weights, &BackendConfig::pyannote(batch))
+            .unwrap();
+        let input = random_input(&shape, batch, 1);
+        let mut output = vec![0.0f32; shape.output_len(batch).unwrap()];
+        group.throughput(Throughput::Elements(batch as u64));
+        group.bench_with_input(
+            BenchmarkId::new(format!("threads{threads}"), format!("batch{batch}")),
+            &batch,
+            |b, &batch| {
+                b.iter(|| {
+                    cpu.forward(black_box(&input), batch, &mut output).unwrap();
+                    black_box(&output);
+                });
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, forward);
+criterion_main!(benches);

@@ -1,0 +1,145 @@
+//! [`Lanes`] on AVX2 + FMA (`__m256`), and the kernels compiled for those features.
+//!
+//! Every function here that touches an intrinsic is either an `#[inline(always)]` method of
+//! [`A8`], which only the `#[target_feature(enable = "avx2,fma")]` entry points at the foot of
+//! this file use (the type is private to this module), or one of those entry points, which
+//! [`super`]'s dispatchers call only with an [`super::Isa`] built after detection.
+
+use std::arch::x86_64::{
+    __m256, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _mm256_add_epi32,
+    _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps, _mm256_blendv_ps, _mm256_castsi256_ps,
+    _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
+    _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_round_ps, _mm256_set1_epi32,
+    _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps, _mm256_xor_ps,
+};
+
+use super::Lanes;
+use super::kernels::{self, Projection, Recurrence, State};
+
+/// Eight lanes in a `__m256`.
+#[derive(Clone, Copy)]
+struct A8(__m256);
+
+const SIGN: f32 = -0.0;
+
+// SAFETY (every block in this impl): `A8` is private to this module and its methods run only
+// inlined into the `#[target_feature(enable = "avx2,fma")]` entry points below, which are
+// called only after `Isa::detect` found AVX2 and FMA (`CpuBackend::new`). Loads and stores
+// go through `&[f32; 8]`/`&mut [f32; 8]`, so the 32 bytes are in bounds (unaligned access).
+impl Lanes for A8 {
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: see the impl comment (AVX detected).
+        A8(unsafe { _mm256_set1_ps(v) })
+    }
+    #[inline(always)]
+    fn load(src: &[f32; 8]) -> Self {
+        // SAFETY: AVX detected (impl comment); `src` is 8 readable f32.
+        A8(unsafe { _mm256_loadu_ps(src.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store(self, dst: &mut [f32; 8]) {
+        // SAFETY: AVX detected (impl comment); `dst` is 8 writable f32.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn add(self, b: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_add_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn sub(self, b: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_sub_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn mul(self, b: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_mul_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn div(self, b: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_div_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: FMA detected (impl comment).
+        A8(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
+    }
+    #[inline(always)]
+    fn max_x86(self, b: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_max_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn min_x86(self, b: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_min_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0) })
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        // SAFETY: AVX2 detected (impl comment).
+        A8(unsafe {
+            let n = _mm256_cvtps_epi32(self.0);
+            let biased = _mm256_add_epi32(n, _mm256_set1_epi32(127));
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(biased))
+        })
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_andnot_ps(_mm256_set1_ps(SIGN), self.0) })
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_xor_ps(self.0, _mm256_set1_ps(SIGN)) })
+    }
+    #[inline(always)]
+    fn or_sign_of(self, sign: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe { _mm256_or_ps(self.0, _mm256_and_ps(sign.0, _mm256_set1_ps(SIGN))) })
+    }
+    #[inline(always)]
+    fn select_lt(self, limit: Self, then: Self, other: Self) -> Self {
+        // SAFETY: AVX detected (impl comment).
+        A8(unsafe {
+            let mask = _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, limit.0);
+            _mm256_blendv_ps(other.0, then.0, mask)
+        })
+    }
+}
+
+/// [`kernels::project`] with [`A8`].
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (callers hold an `Isa` from `Isa::detect` saying so).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn project(args: &Projection<'_>, out: &mut [f32]) {
+    kernels::project::<A8>(args, out);
+}
+
+/// [`kernels::recurrence`] with [`A8`].
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA (callers hold an `Isa` from `Isa::detect` saying so).
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
+    kernels::recurrence::<A8>(args, state);
+}
+
+/// The gate functions with [`A8`] (tests).
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(test)]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
+    kernels::eval_math::<A8>(x)
+}

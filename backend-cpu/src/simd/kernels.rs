@@ -1,0 +1,579 @@
+//! The two kernels of a direction, generic over [`Lanes`]: the input projection (a
+//! register-blocked, cache-blocked SGEMM) and the recurrence (per step, a small GEMM over the
+//! batch, then the gates' pointwise math, vectorised).
+//!
+//! # Layouts (built by `crate::panel` at prepare)
+//! - Gate columns are in the CPU's *panel order*: 16 panels of 8 units; inside panel `p`,
+//!   column `p·32 + gate·8 + j` is gate `[i, f, g, o][gate]` of unit `8p + j`. One 8-lane vector
+//!   then holds one gate of eight units, so the cell update needs no shuffles.
+//! - Projection weights: `cols / 16` column strips, each `[width][16]` (K rows of 16 columns,
+//!   contiguous: a strip is 16 KiB for width 256 and stays in L1).
+//! - Recurrent weights: `cols / 64` blocks `[H][64]` (one `k` row is 256 contiguous bytes;
+//!   a step streams R from L2 in long sequential runs).
+//!
+//! # Numerics (fixed: the CPU backend's bits depend on it)
+//! Every projection value is one FMA chain in ascending `k` starting from `0.0`; every gate
+//! pre-activation is one FMA chain `proj + Σ h[k]·R[k, col]` in ascending `k` starting from
+//! the projection value (skipped at step 0, where `h = 0`), then `+ bias` (DESIGN §2). Then
+//! `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g` (one FMA onto the rounded `i·g`),
+//! `h = o·tanh(c)`, with [`super::math`]'s functions. No sum is ever split or reordered by the
+//! blocking, the batch, the window's position or the thread, so the bits depend on none of
+//! them.
+
+use super::Lanes;
+use super::math::{sigmoid_n, tanh_n};
+
+/// Hidden units per direction (the only size core accepts).
+pub(crate) const H: usize = 128;
+/// Gate columns per direction.
+pub(crate) const COLS: usize = 4 * H;
+/// Units in one recurrence panel.
+pub(crate) const PANEL_UNITS: usize = 8;
+/// Gate columns in one recurrence panel.
+pub(crate) const PANEL_COLS: usize = 4 * PANEL_UNITS;
+/// Columns in one projection strip (two vectors).
+pub(crate) const STRIP_COLS: usize = 16;
+/// Columns in one recurrent-weight block (eight vectors: one `k` row of a block is 256
+/// contiguous bytes, so a step streams R from L2 in long sequential runs).
+pub(crate) const R_BLOCK_COLS: usize = 64;
+/// Vectors in one recurrent-weight block row.
+const R_BLOCK_VECS: usize = R_BLOCK_COLS / 8;
+/// Rows of one projection register tile.
+const TILE_ROWS: usize = 6;
+/// Rows of the projection's L2 block (the `x` rows one pass over all strips reuses).
+const BLOCK_ROWS: usize = 16 * TILE_ROWS;
+
+/// One projection: `out[row, col] = Σ_k x[row, k] · W[k, col]` for `rows` rows, where the
+/// input row is the concatenation of two parts (`x[0]` row then `x[1]` row: the previous
+/// layer's forward and reverse hidden states, so no merged copy is needed; layer 0 has an
+/// empty second part).
+pub(crate) struct Projection<'a> {
+    /// The two input parts, `[rows, widths[p]]` each.
+    pub x: [&'a [f32]; 2],
+    /// Width of each part (K = their sum).
+    pub widths: [usize; 2],
+    /// Rows per group.
+    pub rows: usize,
+    /// Groups of rows (one per window when a chunk of frames is projected).
+    pub groups: usize,
+    /// Distance in rows between the starts of two groups (`frames`), at least `rows`.
+    pub group_stride: usize,
+    /// Weight strips, `COLS / STRIP_COLS` of `[K][16]`.
+    pub strips: &'a [f32],
+}
+
+/// Runs a [`Projection`] into `out [rows, COLS]` (panel order). Wrong lengths write nothing
+/// (the caller sizes everything; debug builds assert).
+#[inline(always)]
+pub(crate) fn project<V: Lanes>(p: &Projection<'_>, out: &mut [f32]) {
+    let (rows, groups, stride) = (p.rows, p.groups, p.group_stride);
+    if groups == 0 || rows == 0 {
+        return;
+    }
+    let width = p.widths[0] + p.widths[1];
+    let span = groups.saturating_sub(1) * stride + rows;
+    let ok = p.x[0].len() >= span * p.widths[0]
+        && p.x[1].len() >= span * p.widths[1]
+        && out.len() >= span * COLS
+        && p.strips.len() >= COLS * width
+        && width > 0
+        && (groups <= 1 || stride >= rows);
+    debug_assert!(ok);
+    if !ok {
+        return;
+    }
+    let (strip_vecs, _) = p.strips[..COLS * width].as_chunks::<8>();
+    // L2 blocks of about BLOCK_ROWS rows: whole groups when groups are short, else slices
+    // of one group.
+    let groups_per_block = (BLOCK_ROWS / rows.max(1)).clamp(1, groups);
+    let rows_per_block = if groups_per_block > 1 {
+        rows
+    } else {
+        BLOCK_ROWS
+    };
+    for g0 in (0..groups).step_by(groups_per_block) {
+        let g_end = (g0 + groups_per_block).min(groups);
+        for r0 in (0..rows).step_by(rows_per_block) {
+            let r_end = (r0 + rows_per_block).min(rows);
+            for (s, strip) in strip_vecs.chunks_exact(2 * width).enumerate() {
+                let col0 = s * STRIP_COLS;
+                for g in g0..g_end {
+                    let base = g * stride;
+                    let mut r = base + r0;
+                    let end = base + r_end;
+                    while r + TILE_ROWS <= end {
+                        tile::<V, TILE_ROWS>(p, r, strip, out, col0);
+                        r += TILE_ROWS;
+                    }
+                    match end - r {
+                        1 => tile::<V, 1>(p, r, strip, out, col0),
+                        2 => tile::<V, 2>(p, r, strip, out, col0),
+                        3 => tile::<V, 3>(p, r, strip, out, col0),
+                        4 => tile::<V, 4>(p, r, strip, out, col0),
+                        5 => tile::<V, 5>(p, r, strip, out, col0),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `MR` rows from `r0` times one 16-column strip (`strip`: K pairs of vectors); the K loop
+/// runs over part 0's columns then part 1's, one FMA chain per value.
+#[inline(always)]
+fn tile<V: Lanes, const MR: usize>(
+    p: &Projection<'_>,
+    r0: usize,
+    strip: &[[f32; 8]],
+    out: &mut [f32],
+    col0: usize,
+) {
+    let mut acc = [[V::splat(0.0); 2]; MR];
+    let mut k0 = 0;
+    for (x, &pw) in p.x.iter().zip(&p.widths) {
+        if pw == 0 {
+            continue;
+        }
+        let xs: [&[f32]; MR] = std::array::from_fn(|i| &x[(r0 + i) * pw..(r0 + i + 1) * pw]);
+        let part = &strip[2 * k0..2 * (k0 + pw)];
+        for (k, w) in part.chunks_exact(2).enumerate() {
+            let (w0, w1) = (V::load(&w[0]), V::load(&w[1]));
+            for (a, xr) in acc.iter_mut().zip(&xs) {
+                let xb = V::splat(xr[k]);
+                a[0] = xb.mul_add(w0, a[0]);
+                a[1] = xb.mul_add(w1, a[1]);
+            }
+        }
+        k0 += pw;
+    }
+    for (i, a) in acc.iter().enumerate() {
+        let at = (r0 + i) * COLS + col0;
+        if let Some(dst) = out[at..].first_chunk_mut::<16>() {
+            let (d, _) = dst.as_chunks_mut::<8>();
+            a[0].store(&mut d[0]);
+            a[1].store(&mut d[1]);
+        }
+    }
+}
+
+/// One direction's recurrence over `batch` windows of `frames` frames.
+pub(crate) struct Recurrence<'a> {
+    /// Forward walks frames up, reverse down.
+    pub forward: bool,
+    /// Frames per window.
+    pub frames: usize,
+    /// Windows.
+    pub batch: usize,
+    /// The steps to run (step `s` is frame `s` forward, `frames - 1 - s` reverse); the state
+    /// in `h` and `c` carries over from the previous call, and is zeroed when the range starts
+    /// at step 0.
+    pub steps: std::ops::Range<usize>,
+    /// Recurrent weights, `COLS / 64` blocks of `[H][64]` (panel order).
+    pub strips: &'a [f32],
+    /// Combined bias `[COLS]`, panel order.
+    pub bias: &'a [f32],
+}
+
+/// What a [`Recurrence`] reads and writes.
+pub(crate) struct State<'a> {
+    /// Input projections `[batch * frames, COLS]`, panel order, row `window * frames + t`;
+    /// each step overwrites its rows with the pre-activations before the bias.
+    pub gates: &'a mut [f32],
+    /// Every step's hidden state `[batch * frames, H]` (same rows as `gates`).
+    pub hseq: &'a mut [f32],
+    /// The previous step's hidden state `[batch, H]` (scratch).
+    pub h: &'a mut [f32],
+    /// The cell state `[batch, H]` (scratch, zeroed first).
+    pub c: &'a mut [f32],
+}
+
+/// Runs a [`Recurrence`]. Wrong lengths write nothing (the caller sizes everything; debug
+/// builds assert).
+///
+/// Each step is a small GEMM `gates[rows of t] += h · R` over register tiles of windows x
+/// columns (6 windows x 16 columns = 12 accumulators when the batch allows, so the FMA
+/// latency is hidden; the 16 columns of R, 8 KiB, are reused from L1 by every window group),
+/// written back in place, then the pointwise pass (bias, gates, cell) per window and panel.
+#[inline(always)]
+pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
+    let (batch, frames) = (a.batch, a.frames);
+    let rows = batch * frames;
+    let (Ok(strips), Ok(bias)) = (
+        <&[f32; H * COLS]>::try_from(a.strips),
+        <&[f32; COLS]>::try_from(a.bias),
+    ) else {
+        debug_assert!(false, "recurrence weights have the wrong length");
+        return;
+    };
+    let ok = st.gates.len() >= rows * COLS
+        && st.hseq.len() >= rows * H
+        && st.h.len() >= batch * H
+        && st.c.len() >= batch * H;
+    debug_assert!(ok);
+    if !ok {
+        return;
+    }
+    let (strips, _) = strips.as_chunks::<{ H * R_BLOCK_COLS }>();
+    let (bias, _) = bias.as_chunks::<PANEL_COLS>();
+    let c = &mut st.c[..batch * H];
+    if a.steps.start == 0 {
+        c.fill(0.0);
+    }
+    let h = &mut st.h[..batch * H];
+    let (h_rows, _) = h.as_chunks_mut::<H>();
+    for step in a.steps.start..a.steps.end.min(frames) {
+        let t = if a.forward { step } else { frames - 1 - step };
+        if step > 0 {
+            let cx = Gemm {
+                h: h_rows,
+                strips,
+                frames,
+                t,
+            };
+            let mut w = 0;
+            while w + 6 <= batch {
+                cx.all_strips::<V, 6, 2>(w, st.gates);
+                w += 6;
+            }
+            match batch - w {
+                1 => cx.all_strips::<V, 1, 8>(w, st.gates),
+                2 => cx.all_strips::<V, 2, 4>(w, st.gates),
+                3 => cx.all_strips::<V, 3, 2>(w, st.gates),
+                4 => cx.all_strips::<V, 4, 2>(w, st.gates),
+                5 => cx.all_strips::<V, 5, 2>(w, st.gates),
+                _ => {}
+            }
+        }
+        for w in 0..batch {
+            let row = w * frames + t;
+            cells::<V>(
+                &st.gates[row * COLS..(row + 1) * COLS],
+                bias,
+                &mut c[w * H..(w + 1) * H],
+                &mut st.hseq[row * H..(row + 1) * H],
+            );
+        }
+        // Every tile has read this step's h: publish the new one.
+        for (wi, h_w) in h_rows.iter_mut().enumerate() {
+            let row = wi * frames + t;
+            h_w.copy_from_slice(&st.hseq[row * H..(row + 1) * H]);
+        }
+    }
+}
+
+/// What the recurrent product of one step reads.
+struct Gemm<'a> {
+    h: &'a [[f32; H]],
+    strips: &'a [[f32; H * R_BLOCK_COLS]],
+    frames: usize,
+    t: usize,
+}
+
+impl Gemm<'_> {
+    /// `WG` windows from `w0` times every column, `NV` vectors (`NV / 2` strips) at a time.
+    #[inline(always)]
+    fn all_strips<V: Lanes, const WG: usize, const NV: usize>(&self, w0: usize, gates: &mut [f32]) {
+        for s0 in (0..COLS / STRIP_COLS).step_by(NV / 2) {
+            self.tile::<V, WG, NV>(w0, s0, gates);
+        }
+    }
+
+    /// `gates[rows of WG windows, NV vectors from strip s0] += h · R`, one FMA chain per value.
+    #[inline(always)]
+    fn tile<V: Lanes, const WG: usize, const NV: usize>(
+        &self,
+        w0: usize,
+        s0: usize,
+        gates: &mut [f32],
+    ) {
+        let Some(hs) = self.h.get(w0..w0 + WG) else {
+            return;
+        };
+        let at: [usize; WG] =
+            std::array::from_fn(|wi| ((w0 + wi) * self.frames + self.t) * COLS + s0 * STRIP_COLS);
+        let mut acc = [[V::splat(0.0); NV]; WG];
+        for (a, &o) in acc.iter_mut().zip(&at) {
+            let Some(src) = gates.get(o..o + NV * 8) else {
+                return;
+            };
+            let (v8, _) = src.as_chunks::<8>();
+            for (av, s) in a.iter_mut().zip(v8) {
+                *av = V::load(s);
+            }
+        }
+        // Vector v of the tile is column vector s0 * 2 + v: block b, lane group q.
+        let mut r: [&[[[f32; 8]; R_BLOCK_VECS]; H]; NV] = [&[[[0.0; 8]; R_BLOCK_VECS]; H]; NV];
+        let mut q = [0usize; NV];
+        for v in 0..NV {
+            let cv = s0 * 2 + v;
+            let Some(block) = self.strips.get(cv / R_BLOCK_VECS) else {
+                return;
+            };
+            let (vecs, _) = block.as_chunks::<8>();
+            let (rows, _) = vecs.as_chunks::<R_BLOCK_VECS>();
+            let Ok(rows) = rows.try_into() else {
+                return;
+            };
+            r[v] = rows;
+            q[v] = cv % R_BLOCK_VECS;
+        }
+        for k in 0..H {
+            let rv: [V; NV] = std::array::from_fn(|v| V::load(&r[v][k][q[v]]));
+            for (a, hw) in acc.iter_mut().zip(hs) {
+                let hb = V::splat(hw[k]);
+                for (av, &r) in a.iter_mut().zip(&rv) {
+                    *av = hb.mul_add(r, *av);
+                }
+            }
+        }
+        for (a, &o) in acc.iter().zip(&at) {
+            let Some(dst) = gates.get_mut(o..o + NV * 8) else {
+                return;
+            };
+            let (v8, _) = dst.as_chunks_mut::<8>();
+            for (av, d) in a.iter().zip(v8) {
+                av.store(d);
+            }
+        }
+    }
+}
+
+/// Panels the pointwise pass handles at once (their independent chains interleave).
+const POINTWISE_PANELS: usize = 4;
+
+/// The pointwise pass of one window and step: `gates` (pre-activations without bias, panel
+/// order) plus `bias`, the gate functions, the cell update into `c`, the hidden state into
+/// `h_out`; [`POINTWISE_PANELS`] panels at a time.
+#[inline(always)]
+fn cells<V: Lanes>(gates: &[f32], bias: &[[f32; PANEL_COLS]], c: &mut [f32], h_out: &mut [f32]) {
+    const N: usize = POINTWISE_PANELS;
+    let (g_panels, _) = gates.as_chunks::<{ N * PANEL_COLS }>();
+    let (b_panels, _) = bias.as_chunks::<N>();
+    let (c8, _) = c.as_chunks_mut::<{ N * 8 }>();
+    let (h8, _) = h_out.as_chunks_mut::<{ N * 8 }>();
+    for (((gp, bp), cell), out) in g_panels.iter().zip(b_panels).zip(c8).zip(h8) {
+        let (g8, _) = gp.as_chunks::<8>();
+        // Sigmoid inputs: panel j's gates i, f, o at 3j, 3j + 1, 3j + 2; tanh inputs: gate g.
+        let mut sig = [V::splat(0.0); 3 * N];
+        let mut tg = [V::splat(0.0); N];
+        for j in 0..N {
+            let (b8, _) = bp[j].as_chunks::<8>();
+            for (q, gate) in [0, 1, 3].into_iter().enumerate() {
+                sig[3 * j + q] = V::load(&g8[4 * j + gate]).add(V::load(&b8[gate]));
+            }
+            tg[j] = V::load(&g8[4 * j + 2]).add(V::load(&b8[2]));
+        }
+        let sig = sigmoid_n(sig);
+        let g = tanh_n(tg);
+        let (cell8, _) = cell.as_chunks_mut::<8>();
+        let mut cn = g;
+        for j in 0..N {
+            cn[j] = sig[3 * j + 1].mul_add(V::load(&cell8[j]), sig[3 * j].mul(g[j]));
+            cn[j].store(&mut cell8[j]);
+        }
+        let th = tanh_n(cn);
+        let (out8, _) = out.as_chunks_mut::<8>();
+        for j in 0..N {
+            sig[3 * j + 2].mul(th[j]).store(&mut out8[j]);
+        }
+    }
+}
+
+/// The gate functions on eight lanes: `[sigmoid, tanh, exp]` (tests).
+#[cfg(test)]
+#[inline(always)]
+pub(crate) fn eval_math<V: Lanes>(x: &[f32; 8]) -> [[f32; 8]; 3] {
+    let v = V::load(x);
+    let mut out = [[0.0; 8]; 3];
+    super::math::sigmoid(v).store(&mut out[0]);
+    super::math::tanh(v).store(&mut out[1]);
+    super::math::exp(v).store(&mut out[2]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simd::{self, Isa};
+    use bilstm_core::rng::SplitMix64;
+
+    fn isas() -> Vec<Isa> {
+        let mut v = vec![Isa::portable()];
+        if Isa::detect().is_avx2_fma() {
+            v.push(Isa::detect());
+        }
+        v
+    }
+
+    /// Every row count (tiles of 6 and every remainder, more than one L2 block) gives the
+    /// naive ascending FMA chain's bits, on every ISA.
+    #[test]
+    fn projection_is_one_ascending_fma_chain() {
+        let mut rng = SplitMix64::new(4);
+        for width in [1, 13, 60] {
+            let mut strips = vec![0.0f32; COLS * width];
+            rng.fill_uniform_f32(&mut strips, -1.0, 1.0);
+            for rows in [1, 5, 6, 7, 97, 203] {
+                let mut x = vec![0.0f32; rows * width];
+                rng.fill_normal_f32(&mut x);
+                let mut want = vec![0.0f32; rows * COLS];
+                for r in 0..rows {
+                    for col in 0..COLS {
+                        let (s, l) = (col / STRIP_COLS, col % STRIP_COLS);
+                        let mut acc = 0.0f32;
+                        for k in 0..width {
+                            let w = strips[(s * width + k) * STRIP_COLS + l];
+                            acc = x[r * width + k].mul_add(w, acc);
+                        }
+                        want[r * COLS + col] = acc;
+                    }
+                }
+                for isa in isas() {
+                    let mut out = vec![f32::NAN; rows * COLS];
+                    let p = Projection {
+                        x: [&x, &[]],
+                        widths: [width, 0],
+                        rows,
+                        groups: 1,
+                        group_stride: rows,
+                        strips: &strips,
+                    };
+                    simd::project(isa, &p, &mut out);
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{isa}, width {width}, rows {rows}");
+                    // The same input split into two parts gives the same bits.
+                    let split = width / 3;
+                    let (x0, x1): (Vec<f32>, Vec<f32>) = (
+                        x.chunks_exact(width)
+                            .flat_map(|r| r[..split].to_vec())
+                            .collect(),
+                        x.chunks_exact(width)
+                            .flat_map(|r| r[split..].to_vec())
+                            .collect(),
+                    );
+                    let p = Projection {
+                        x: [&x0, &x1],
+                        widths: [split, width - split],
+                        rows,
+                        groups: 1,
+                        group_stride: rows,
+                        strips: &strips,
+                    };
+                    out.fill(f32::NAN);
+                    simd::project(isa, &p, &mut out);
+                    let same = out
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{isa}, width {width}, rows {rows}, split {split}");
+                    // Groups: rows 1..3 of every 4-row group; the others stay untouched.
+                    let groups = rows / 4;
+                    let p = Projection {
+                        x: [&x[width..], &[]],
+                        widths: [width, 0],
+                        rows: 2,
+                        groups,
+                        group_stride: 4,
+                        strips: &strips,
+                    };
+                    out.fill(f32::NAN);
+                    simd::project(isa, &p, &mut out[COLS..]);
+                    for (r, (o, w)) in out.chunks(COLS).zip(want.chunks(COLS)).enumerate() {
+                        let inside = r % 4 != 0 && r % 4 != 3 && r / 4 < groups;
+                        let ok = o.iter().zip(w).all(|(a, b)| {
+                            if inside {
+                                a.to_bits() == b.to_bits()
+                            } else {
+                                a.is_nan()
+                            }
+                        });
+                        assert!(ok, "{isa}, width {width}, rows {rows}, grouped row {r}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The recurrence against the documented formulas written out per value with
+    /// `f32::mul_add` and the portable gate functions, for an odd batch (pairs and a single
+    /// window), both directions, every ISA.
+    #[test]
+    fn recurrence_follows_the_documented_formulas() {
+        for batch in [1, 2, 3, 8, 13] {
+            recurrence_case(batch);
+        }
+    }
+
+    fn recurrence_case(batch: usize) {
+        let frames = 5;
+        let mut rng = SplitMix64::new(9);
+        let mut proj = vec![0.0f32; batch * frames * COLS];
+        rng.fill_normal_f32(&mut proj);
+        let mut strips = vec![0.0f32; H * COLS];
+        rng.fill_uniform_f32(&mut strips, -0.1, 0.1);
+        let rb = R_BLOCK_COLS;
+        let mut bias = vec![0.0f32; COLS];
+        rng.fill_uniform_f32(&mut bias, -0.5, 0.5);
+        let sig = |x: f32| simd::eval_math(Isa::portable(), &[x; 8])[0][0];
+        let th = |x: f32| simd::eval_math(Isa::portable(), &[x; 8])[1][0];
+        for forward in [true, false] {
+            let mut want = vec![0.0f32; batch * frames * H];
+            for w in 0..batch {
+                let (mut h, mut c) = (vec![0.0f32; H], vec![0.0f32; H]);
+                for step in 0..frames {
+                    let t = if forward { step } else { frames - 1 - step };
+                    let row = w * frames + t;
+                    let mut hn = vec![0.0f32; H];
+                    for u in 0..H {
+                        let (p, j) = (u / PANEL_UNITS, u % PANEL_UNITS);
+                        let a: [f32; 4] = std::array::from_fn(|g| {
+                            let col = p * PANEL_COLS + g * PANEL_UNITS + j;
+                            let mut acc = proj[row * COLS + col];
+                            if step > 0 {
+                                for (k, &hk) in h.iter().enumerate() {
+                                    let r = strips[(col / rb * H + k) * rb + col % rb];
+                                    acc = hk.mul_add(r, acc);
+                                }
+                            }
+                            acc + bias[col]
+                        });
+                        let (i, f, g, o) = (sig(a[0]), sig(a[1]), th(a[2]), sig(a[3]));
+                        c[u] = f.mul_add(c[u], i * g);
+                        hn[u] = o * th(c[u]);
+                    }
+                    want[row * H..(row + 1) * H].copy_from_slice(&hn);
+                    h = hn;
+                }
+            }
+            for isa in isas() {
+                let mut hseq = vec![f32::NAN; batch * frames * H];
+                let (mut h, mut c) = (vec![7.0f32; batch * H], vec![7.0f32; batch * H]);
+                let rec = Recurrence {
+                    forward,
+                    frames,
+                    batch,
+                    steps: 0..frames,
+                    strips: &strips,
+                    bias: &bias,
+                };
+                let mut gates = proj.clone();
+                let state = State {
+                    gates: &mut gates,
+                    hseq: &mut hseq,
+                    h: &mut h,
+                    c: &mut c,
+                };
+                simd::recurrence(isa, &rec, state);
+                let same = hseq
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{isa}, batch {batch}, forward {forward}");
+            }
+        }
+    }
+}

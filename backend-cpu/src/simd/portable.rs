@@ -1,0 +1,122 @@
+//! [`Lanes`] in plain Rust: eight `f32` in an array, each operation lane by lane with the
+//! scalar operation that matches the AVX2 instruction bit for bit (`f32::mul_add` for FMA).
+
+use super::Lanes;
+use super::kernels::{self, Projection, Recurrence, State};
+
+/// Eight lanes in an array.
+#[derive(Clone, Copy)]
+pub(crate) struct P8([f32; 8]);
+
+impl P8 {
+    #[inline(always)]
+    fn map(self, f: impl Fn(f32) -> f32) -> Self {
+        P8(self.0.map(f))
+    }
+
+    #[inline(always)]
+    fn zip(self, b: Self, f: impl Fn(f32, f32) -> f32) -> Self {
+        let mut out = self.0;
+        for (o, &y) in out.iter_mut().zip(&b.0) {
+            *o = f(*o, y);
+        }
+        P8(out)
+    }
+}
+
+const SIGN: u32 = 0x8000_0000;
+
+impl Lanes for P8 {
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        P8([v; 8])
+    }
+    #[inline(always)]
+    fn load(src: &[f32; 8]) -> Self {
+        P8(*src)
+    }
+    #[inline(always)]
+    fn store(self, dst: &mut [f32; 8]) {
+        *dst = self.0;
+    }
+    #[inline(always)]
+    fn add(self, b: Self) -> Self {
+        self.zip(b, |x, y| x + y)
+    }
+    #[inline(always)]
+    fn sub(self, b: Self) -> Self {
+        self.zip(b, |x, y| x - y)
+    }
+    #[inline(always)]
+    fn mul(self, b: Self) -> Self {
+        self.zip(b, |x, y| x * y)
+    }
+    #[inline(always)]
+    fn div(self, b: Self) -> Self {
+        self.zip(b, |x, y| x / y)
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        let mut out = self.0;
+        for ((o, &y), &z) in out.iter_mut().zip(&b.0).zip(&c.0) {
+            *o = o.mul_add(y, z);
+        }
+        P8(out)
+    }
+    #[inline(always)]
+    fn max_x86(self, b: Self) -> Self {
+        self.zip(b, |x, y| if x > y { x } else { y })
+    }
+    #[inline(always)]
+    fn min_x86(self, b: Self) -> Self {
+        self.zip(b, |x, y| if x < y { x } else { y })
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        self.map(f32::round_ties_even)
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        self.map(|n| f32::from_bits(((n as i32 + 127) as u32) << 23))
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        self.map(|x| f32::from_bits(x.to_bits() & !SIGN))
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        self.map(|x| f32::from_bits(x.to_bits() ^ SIGN))
+    }
+    #[inline(always)]
+    fn or_sign_of(self, sign: Self) -> Self {
+        self.zip(sign, |x, s| {
+            f32::from_bits(x.to_bits() | (s.to_bits() & SIGN))
+        })
+    }
+    #[inline(always)]
+    fn select_lt(self, limit: Self, then: Self, other: Self) -> Self {
+        let mut out = other.0;
+        for (((o, &x), &l), &t) in out.iter_mut().zip(&self.0).zip(&limit.0).zip(&then.0) {
+            if x < l {
+                *o = t;
+            }
+        }
+        P8(out)
+    }
+}
+
+/// [`kernels::project`] with [`P8`].
+pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
+    kernels::project::<P8>(args, out);
+}
+
+/// [`kernels::recurrence`] with [`P8`].
+pub(super) fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
+    kernels::recurrence::<P8>(args, state);
+}
+
+/// The gate functions with [`P8`] (tests).
+#[cfg(test)]
+pub(super) fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
+    kernels::eval_math::<P8>(x)
+}
