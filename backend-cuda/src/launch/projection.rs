@@ -9,8 +9,8 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use super::{KernelArg, Span, product, require, require_aligned};
 use crate::error::CudaError;
 
-/// The output tile edge and entry point of an FP32 projection tile; `None` for a tile this
-/// backend has no kernel for yet (TF32).
+/// The output tile edge and entry point of an FP32 projection tile; `None` for the TF32 tile,
+/// which `launch::projection_tf32` launches.
 pub(crate) const fn fp32_tile(tile: ProjectionTile) -> Option<(usize, &'static str)> {
     match tile {
         ProjectionTile::Small64 => Some((PROJ_SMALL_TILE, "bilstm_projection_small")),
@@ -40,7 +40,8 @@ pub(crate) struct ProjectionArgs {
 /// Launches the projection of both directions of one layer with `tile`.
 ///
 /// # Errors
-/// [`CudaError::Unsupported`] for the TF32 tile; [`CudaError::Contract`] when a buffer is
+/// [`CudaError::Unsupported`] for the TF32 tile (not this launcher's); [`CudaError::Contract`]
+/// when a buffer is
 /// shorter than the kernel touches, misaligned, or the grid is too large;
 /// [`CudaError::Launch`].
 pub(crate) fn launch(
@@ -52,7 +53,7 @@ pub(crate) fn launch(
     let Some((edge, kernel)) = fp32_tile(tile) else {
         return Err(CudaError::Unsupported {
             what: "the TF32 projection tile",
-            reason: "no TF32 kernel is built yet".into(),
+            reason: "the FP32 projection launcher was handed the TF32 tile".into(),
         });
     };
     let rows = args.rows;
@@ -87,12 +88,15 @@ pub(crate) fn launch(
         per_direction,
         args.direction_stride,
     )?;
-    require(
-        kernel,
-        "direction stride multiple of 4",
-        0,
-        args.direction_stride % 4,
-    )?;
+    // The kernel stores float4 rows at `direction * direction_stride`.
+    if !args.direction_stride.is_multiple_of(4) {
+        return Err(CudaError::Contract {
+            kernel,
+            what: "direction stride multiple of 4",
+            needed: 4,
+            have: (args.direction_stride % 4) as u64,
+        });
+    }
     let total = args
         .direction_stride
         .checked_add(per_direction)
