@@ -2,9 +2,9 @@
 
 use bilstm_core::geometry::{BLOCK_THREADS, EXCHANGE_ALIGN_BYTES};
 use bilstm_kernels::params::ClearParams;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
-use super::{KernelArg, Span, require, require_aligned};
+use super::{KernelArg, LaunchMode, Span, launch_kernel, require, require_aligned};
 use crate::error::CudaError;
 
 const KERNEL: &str = "bilstm_clear";
@@ -49,8 +49,6 @@ pub(crate) fn launch(
         block_dim: (BLOCK_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut builder = stream.launch_builder(func);
-    builder.arg(&params);
     // SAFETY: `func` is bilstm_clear loaded from clear.cu, whose only parameter is
     // bl_clear_params, which `KernelArg<ClearParams>` mirrors (DeviceRepr impl in launch/mod.rs).
     // Its contract: `words` is an 8-byte aligned device address with `word_count` writable u64
@@ -58,9 +56,5 @@ pub(crate) fn launch(
     // comes from a live allocation of the caller's buffers), `error` holds `error_count` ints
     // with error_count <= BLOCK_THREADS (checked above); block = BLOCK_THREADS threads, no
     // dynamic shared memory; the stream orders it before every kernel that reads these words.
-    unsafe { builder.launch(cfg) }.map_err(|source| CudaError::Launch {
-        kernel: KERNEL,
-        source,
-    })?;
-    Ok(())
+    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Ordinary) }
 }

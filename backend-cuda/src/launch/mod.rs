@@ -20,7 +20,7 @@ pub(crate) mod sys;
 
 use bilstm_core::geometry::{GATE_ROWS, HIDDEN};
 use bilstm_kernels::params::{ClearParams, ProjectionParams, RecurrenceWideParams};
-use cudarc::driver::DeviceRepr;
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::error::CudaError;
 
@@ -173,6 +173,71 @@ pub(crate) fn check_output(kernel: &'static str, rows: usize, out: Span) -> Resu
         out.len,
     )?;
     require_aligned(kernel, "output alignment", out.addr, 4)
+}
+
+/// Returns [`CudaError::Contract`] unless `value` is a multiple of `multiple` (`require(.., 0,
+/// v % m)` would always pass: a remainder must be zero, so the multiple is what is needed).
+pub(crate) fn require_multiple(
+    kernel: &'static str,
+    what: &'static str,
+    value: usize,
+    multiple: usize,
+) -> Result<(), CudaError> {
+    if multiple != 0 && value.is_multiple_of(multiple) {
+        Ok(())
+    } else {
+        Err(CudaError::Contract {
+            kernel,
+            what,
+            needed: multiple as u64,
+            have: value as u64,
+        })
+    }
+}
+
+/// How a kernel is launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LaunchMode {
+    /// `cuLaunchKernel`: blocks beyond the device's capacity run in later waves.
+    Ordinary,
+    /// `cuLaunchCooperativeKernel`: the whole grid is resident at once, or the driver refuses.
+    Cooperative,
+}
+
+/// Launches `func` on `stream` with `cfg` and its one by-value parameter struct `params`; a
+/// refusal by the driver becomes [`CudaError::Launch`] naming `kernel`.
+///
+/// # Safety
+/// `func` must be the entry point whose only parameter is the C struct that `P` mirrors, and
+/// every precondition of that kernel's launch contract must hold for `params`, `cfg` and
+/// `mode`: each buffer the parameters point to holds what the kernel touches and stays alive
+/// until the kernel ends (stream order), alignments hold, the dynamic shared memory was
+/// allowed, and a kernel whose blocks wait for each other is launched cooperatively with a grid
+/// the device holds at once. Each caller states in its `SAFETY` comment where each is met.
+pub(crate) unsafe fn launch_kernel<P>(
+    func: &CudaFunction,
+    stream: &CudaStream,
+    kernel: &'static str,
+    params: &KernelArg<P>,
+    cfg: LaunchConfig,
+    mode: LaunchMode,
+) -> Result<(), CudaError>
+where
+    KernelArg<P>: DeviceRepr,
+{
+    let mut builder = stream.launch_builder(func);
+    builder.arg(params);
+    // SAFETY: forwarded to the caller: this function's `# Safety` section is the launch's
+    // contract, and the caller's SAFETY comment says where each part of it is met.
+    let launched = unsafe {
+        match mode {
+            LaunchMode::Ordinary => builder.launch(cfg),
+            LaunchMode::Cooperative => builder.launch_cooperative(cfg),
+        }
+    };
+    launched
+        .map(drop)
+        .map_err(|source| CudaError::Launch { kernel, source })
 }
 
 #[cfg(test)]

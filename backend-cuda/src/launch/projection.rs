@@ -4,9 +4,12 @@ use bilstm_core::geometry::{BLOCK_THREADS, GATE_ROWS, PROJ_LARGE_TILE, PROJ_SMAL
 use bilstm_core::layout::padded_in;
 use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::params::ProjectionParams;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
-use super::{KernelArg, Span, product, require, require_aligned};
+use super::{
+    KernelArg, LaunchMode, Span, launch_kernel, product, require, require_aligned,
+    require_multiple, to_u32,
+};
 use crate::error::CudaError;
 
 /// The output tile edge and entry point of an FP32 projection tile; `None` for the TF32 tile,
@@ -37,34 +40,36 @@ pub(crate) struct ProjectionArgs {
     pub in_width: usize,
 }
 
-/// Launches the projection of both directions of one layer with `tile`.
+/// Alignments a projection kernel needs beyond what both share (the FP32 tiles and the TF32
+/// tile load and store with different vector widths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IoAlignment {
+    /// Byte alignment of each direction's weights.
+    pub weights_bytes: u64,
+    /// The direction stride of the output is a multiple of this many floats.
+    pub stride_floats: usize,
+    /// Byte alignment of the output.
+    pub out_bytes: u64,
+}
+
+/// Checks what every projection kernel reads and writes: positive rows and input width that
+/// fit u32; x holds `rows * in_width` floats (4-byte aligned); each direction's weights
+/// `padded_in(in_width) * 512` floats; the output `direction_stride + rows * 512` floats with
+/// `direction_stride >= rows * 512`; and the kernel's own alignments. Returns `(rows,
+/// in_width)` as u32.
 ///
 /// # Errors
-/// [`CudaError::Unsupported`] for the TF32 tile (not this launcher's); [`CudaError::Contract`]
-/// when a buffer is
-/// shorter than the kernel touches, misaligned, or the grid is too large;
-/// [`CudaError::Launch`].
-pub(crate) fn launch(
-    func: &CudaFunction,
-    stream: &CudaStream,
-    tile: ProjectionTile,
+/// [`CudaError::Contract`] naming the first broken precondition.
+pub(crate) fn check_io(
+    kernel: &'static str,
     args: &ProjectionArgs,
-) -> Result<(), CudaError> {
-    let Some((edge, kernel)) = fp32_tile(tile) else {
-        return Err(CudaError::Unsupported {
-            what: "the TF32 projection tile",
-            reason: "the FP32 projection launcher was handed the TF32 tile".into(),
-        });
-    };
+    align: IoAlignment,
+) -> Result<(u32, u32), CudaError> {
     let rows = args.rows;
     require(kernel, "rows", 1, rows)?;
     require(kernel, "input width", 1, args.in_width)?;
-    let rows_u32 = u32::try_from(rows).map_err(|_| CudaError::Contract {
-        kernel,
-        what: "rows fit u32",
-        needed: rows as u64,
-        have: u32::MAX as u64,
-    })?;
+    let rows_u32 = to_u32(kernel, "rows fit u32", rows)?;
+    let in_width_u32 = to_u32(kernel, "input width fits u32", args.in_width)?;
     require(
         kernel,
         "input values",
@@ -79,7 +84,7 @@ pub(crate) fn launch(
     )?;
     for w in &args.weights {
         require(kernel, "weight values", weights_len, w.len)?;
-        require_aligned(kernel, "weights alignment", w.addr, 4)?;
+        require_aligned(kernel, "weights alignment", w.addr, align.weights_bytes)?;
     }
     let per_direction = product(kernel, "output values", &[rows, GATE_ROWS])?;
     require(
@@ -88,15 +93,12 @@ pub(crate) fn launch(
         per_direction,
         args.direction_stride,
     )?;
-    // The kernel stores float4 rows at `direction * direction_stride`.
-    if !args.direction_stride.is_multiple_of(4) {
-        return Err(CudaError::Contract {
-            kernel,
-            what: "direction stride multiple of 4",
-            needed: 4,
-            have: (args.direction_stride % 4) as u64,
-        });
-    }
+    require_multiple(
+        kernel,
+        "direction stride multiple",
+        args.direction_stride,
+        align.stride_floats,
+    )?;
     let total = args
         .direction_stride
         .checked_add(per_direction)
@@ -107,34 +109,127 @@ pub(crate) fn launch(
             have: 0,
         })?;
     require(kernel, "output values", total, args.out.len)?;
-    require_aligned(kernel, "output alignment", args.out.addr, 16)?;
-    let row_tiles = rows.div_ceil(edge);
-    require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
+    require_aligned(kernel, "output alignment", args.out.addr, align.out_bytes)?;
+    Ok((rows_u32, in_width_u32))
+}
 
+/// Checks `args` against the contract of the FP32 kernel of `tile` and returns its entry name,
+/// parameters and launch configuration.
+///
+/// # Errors
+/// [`CudaError::Unsupported`] for the TF32 tile (not this launcher's); [`CudaError::Contract`]
+/// when a buffer is shorter than the kernel touches, misaligned, or the grid is too large.
+pub(crate) fn check(
+    tile: ProjectionTile,
+    args: &ProjectionArgs,
+) -> Result<(&'static str, KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
+    let Some((edge, kernel)) = fp32_tile(tile) else {
+        return Err(CudaError::Unsupported {
+            what: "the TF32 projection tile",
+            reason: "the FP32 projection launcher was handed the TF32 tile".into(),
+        });
+    };
+    // The kernel loads weights as floats and stores float4 output rows at `direction *
+    // direction_stride`.
+    let align = IoAlignment {
+        weights_bytes: 4,
+        stride_floats: 4,
+        out_bytes: 16,
+    };
+    let (rows, in_width) = check_io(kernel, args, align)?;
+    let row_tiles = args.rows.div_ceil(edge);
+    require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
     let params = KernelArg(ProjectionParams {
         x: args.x.addr,
         weights: [args.weights[0].addr, args.weights[1].addr],
         out: args.out.addr,
         out_direction_stride: args.direction_stride as u64,
-        rows: rows_u32,
-        in_width: args.in_width as u32,
+        rows,
+        in_width,
     });
     let cfg = LaunchConfig {
         grid_dim: (row_tiles as u32, (GATE_ROWS / edge) as u32, 2),
         block_dim: (BLOCK_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut builder = stream.launch_builder(func);
-    builder.arg(&params);
-    // SAFETY: `func` is the entry `fp32_tile(tile)` names, loaded from projection.cu (the backend loads the function
-    // of that name for each tile); its only parameter is bl_projection_params, mirrored by
-    // `KernelArg<ProjectionParams>`. Its contract is checked above: x holds rows * in_width
-    // floats, each direction's weights padded_in * 512, the output direction_stride + rows * 512
-    // floats with a 16-byte aligned base and a stride that is a multiple of 4 floats; the
-    // grid is (ceil(rows / TILE), 512 / TILE, 2) with 256-thread blocks and no dynamic shared
-    // memory; rows and in_width fit u32 and are positive. The output buffer is distinct from
-    // the input and weights (the backend's projection buffer), and stream order keeps readers
-    // of the previous contents (the last layer's recurrences) finished before this runs.
-    unsafe { builder.launch(cfg) }.map_err(|source| CudaError::Launch { kernel, source })?;
-    Ok(())
+    Ok((kernel, params, cfg))
+}
+
+/// Launches the projection of both directions of one layer with `tile`.
+///
+/// # Errors
+/// As [`check`]; [`CudaError::Launch`] when the driver refuses the launch.
+pub(crate) fn launch(
+    func: &CudaFunction,
+    stream: &CudaStream,
+    tile: ProjectionTile,
+    args: &ProjectionArgs,
+) -> Result<(), CudaError> {
+    let (kernel, params, cfg) = check(tile, args)?;
+    // SAFETY: `func` is the entry `fp32_tile(tile)` names, loaded from projection.cu (the
+    // backend loads the function of that name for each tile); its only parameter is
+    // bl_projection_params, mirrored by `KernelArg<ProjectionParams>`. `check` verified its
+    // contract: x holds rows * in_width floats, each direction's weights padded_in * 512, the
+    // output direction_stride + rows * 512 floats with a 16-byte aligned base and a stride that
+    // is a multiple of 4 floats; the grid is (ceil(rows / TILE), 512 / TILE, 2) with 256-thread
+    // blocks and no dynamic shared memory; rows and in_width fit u32 and are positive. The
+    // output buffer is distinct from the input and weights (the backend's projection buffer),
+    // and stream order keeps readers of the previous contents (the last layer's recurrences)
+    // finished before this runs.
+    unsafe { launch_kernel(func, stream, kernel, &params, cfg, LaunchMode::Ordinary) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(rows: usize, in_width: usize) -> ProjectionArgs {
+        let stride = rows * GATE_ROWS;
+        let span = |len| Span { addr: 1 << 20, len };
+        ProjectionArgs {
+            x: span(rows * in_width),
+            weights: [span(padded_in(in_width) * GATE_ROWS); 2],
+            out: span(2 * stride),
+            direction_stride: stride,
+            rows,
+            in_width,
+        }
+    }
+
+    #[test]
+    fn a_valid_launch_builds_matching_params() {
+        let (kernel, p, cfg) = check(ProjectionTile::Small64, &args(589, 60)).unwrap();
+        assert_eq!(kernel, "bilstm_projection_small");
+        assert_eq!((p.0.rows, p.0.in_width), (589, 60));
+        assert_eq!(cfg.grid_dim, (10, 8, 2));
+        let (kernel, _, cfg) = check(ProjectionTile::Large128, &args(589, 256)).unwrap();
+        assert_eq!(kernel, "bilstm_projection_large");
+        assert_eq!(cfg.grid_dim, (5, 4, 2));
+    }
+
+    #[test]
+    fn broken_preconditions_are_refused() {
+        let refused = |a: &ProjectionArgs| match check(ProjectionTile::Small64, a) {
+            Err(CudaError::Contract { what, .. }) => what,
+            other => panic!("expected a contract error, got {other:?}"),
+        };
+        let mut a = args(589, 60);
+        a.direction_stride += 2;
+        a.out.len += 2;
+        assert_eq!(refused(&a), "direction stride multiple");
+        let mut a = args(589, 60);
+        a.out.len -= 1;
+        assert_eq!(refused(&a), "output values");
+        let mut a = args(589, 60);
+        a.weights[1].len -= 1;
+        assert_eq!(refused(&a), "weight values");
+        let mut a = args(589, 60);
+        a.x.addr += 2;
+        assert_eq!(refused(&a), "input alignment");
+        assert_eq!(refused(&args(0, 60)), "rows");
+        assert!(matches!(
+            check(ProjectionTile::Tf32, &args(1, 60)),
+            Err(CudaError::Unsupported { .. })
+        ));
+    }
 }

@@ -14,10 +14,10 @@ use bilstm_core::geometry::{
 };
 use bilstm_core::layout::padded_in;
 use bilstm_kernels::params::ProjectionTf32Params;
-use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
-use super::projection::ProjectionArgs;
-use super::{KernelArg, product, require, require_aligned};
+use super::projection::{IoAlignment, ProjectionArgs, check_io};
+use super::{KernelArg, LaunchMode, launch_kernel, require, require_multiple, to_u32};
 use crate::error::CudaError;
 
 /// The kernel's entry point.
@@ -53,69 +53,18 @@ pub(crate) fn check(
             ),
         });
     }
-    // `require(.., 0, v % m)` would always pass: a remainder must be zero, so it is the need.
-    let require_multiple = |what: &'static str, value: usize, multiple: usize| {
-        if value.is_multiple_of(multiple) {
-            Ok(())
-        } else {
-            Err(CudaError::Contract {
-                kernel,
-                what,
-                needed: multiple as u64,
-                have: value as u64,
-            })
-        }
+    // Weights are read as 16-byte cp.async chunks, the output stored as float2.
+    let align = IoAlignment {
+        weights_bytes: 16,
+        stride_floats: 2,
+        out_bytes: 8,
     };
+    let (rows_u32, in_width_u32) = check_io(kernel, args, align)?;
     let rows = args.rows;
     let in_width = args.in_width;
-    require(kernel, "rows", 1, rows)?;
-    require(kernel, "input width", 1, in_width)?;
-    let fits_u32 = |what: &'static str, v: usize| {
-        u32::try_from(v).map_err(|_| CudaError::Contract {
-            kernel,
-            what,
-            needed: v as u64,
-            have: u64::from(u32::MAX),
-        })
-    };
-    let rows_u32 = fits_u32("rows fit u32", rows)?;
-    let in_width_u32 = fits_u32("input width fits u32", in_width)?;
-    require(
-        kernel,
-        "input values",
-        product(kernel, "input values", &[rows, in_width])?,
-        args.x.len,
-    )?;
-    require_aligned(kernel, "input alignment", args.x.addr, 4)?;
-
     let stride = padded_in(in_width);
-    let stride_u32 = fits_u32("weight row stride fits u32", stride)?;
-    require_multiple("weight row stride multiple of 4", stride, 4)?;
-    let weights_len = product(kernel, "weight values", &[GATE_ROWS, stride])?;
-    for w in &args.weights {
-        require(kernel, "weight values", weights_len, w.len)?;
-        require_aligned(kernel, "weights alignment", w.addr, 16)?;
-    }
-
-    let per_direction = product(kernel, "output values", &[rows, GATE_ROWS])?;
-    require(
-        kernel,
-        "direction stride",
-        per_direction,
-        args.direction_stride,
-    )?;
-    require_multiple("direction stride even", args.direction_stride, 2)?;
-    let total = args
-        .direction_stride
-        .checked_add(per_direction)
-        .ok_or(CudaError::Contract {
-            kernel,
-            what: "output values",
-            needed: u64::MAX,
-            have: 0,
-        })?;
-    require(kernel, "output values", total, args.out.len)?;
-    require_aligned(kernel, "output alignment", args.out.addr, 8)?;
+    let stride_u32 = to_u32(kernel, "weight row stride fits u32", stride)?;
+    require_multiple(kernel, "weight row stride multiple of 4", stride, 4)?;
 
     let row_tiles = rows.div_ceil(PROJ_TF32_TILE_ROWS);
     require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
@@ -156,8 +105,6 @@ pub(crate) fn launch(
     args: &ProjectionArgs,
 ) -> Result<(), CudaError> {
     let (params, cfg) = check(compute_capability, args)?;
-    let mut builder = stream.launch_builder(func);
-    builder.arg(&params);
     // SAFETY: `func` is bilstm_projection_tf32 from projection_tf32.cu (the backend loads it by
     // that name; its only parameter is bl_projection_tf32_params, mirrored by
     // `KernelArg<ProjectionTf32Params>`). `check` established the launch contract: compute
@@ -172,11 +119,7 @@ pub(crate) fn launch(
     // distinct from the input (the stack input or the other layer buffer) and the weights, and
     // stream order finishes the previous readers of the output (the last layer's recurrences)
     // before this kernel runs.
-    unsafe { builder.launch(cfg) }.map_err(|source| CudaError::Launch {
-        kernel: KERNEL,
-        source,
-    })?;
-    Ok(())
+    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Ordinary) }
 }
 
 #[cfg(test)]
@@ -267,7 +210,7 @@ mod tests {
         let mut a = args(10, 60);
         a.direction_stride += 1;
         a.out.len += 1;
-        refused(a, "direction stride even");
+        refused(a, "direction stride multiple");
         let mut a = args(10, 60);
         a.out.len -= 1;
         refused(a, "output values");

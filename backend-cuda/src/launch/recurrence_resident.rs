@@ -3,9 +3,12 @@
 
 use bilstm_core::geometry::{RESIDENT_SHARED_BYTES, RESIDENT_THREADS};
 use bilstm_kernels::params::RecurrenceResidentParams;
-use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
-use super::{KernelArg, Span, check_direction_tensors, check_output, product, require, to_u32};
+use super::{
+    KernelArg, LaunchMode, Span, check_direction_tensors, check_output, launch_kernel, product,
+    require, to_u32,
+};
 use crate::error::CudaError;
 
 pub(crate) const KERNEL: &str = "bilstm_recurrence_resident";
@@ -95,8 +98,6 @@ pub(crate) fn launch(
         block_dim: (RESIDENT_THREADS as u32, 1, 1),
         shared_mem_bytes: RESIDENT_SHARED_BYTES as u32,
     };
-    let mut builder = stream.launch_builder(func);
-    builder.arg(&params);
     // SAFETY: `func` is bilstm_recurrence_resident loaded from recurrence_resident.cu (the
     // backend looks it up by KernelId::RecurrenceResident); its only parameter is
     // bl_recurrence_resident_params, mirrored by `KernelArg<RecurrenceResidentParams>`. `check`
@@ -110,11 +111,7 @@ pub(crate) fn launch(
     // safe. The output (a layer buffer or the caller's output) is distinct from the projection
     // and the weights, and stream order finishes the projection (and earlier readers of the
     // output) before this kernel runs.
-    unsafe { builder.launch(cfg) }.map_err(|source| CudaError::Launch {
-        kernel: KERNEL,
-        source,
-    })?;
-    Ok(())
+    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Ordinary) }
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@ use bilstm_core::geometry::{
     BLOCK_THREADS, TILED_BLOCKS_PER_TILE, TILED_UNITS_PER_BLOCK, TILED_WINDOWS,
 };
 use bilstm_kernels::params::RecurrenceTiledParams;
-use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
-use super::KernelArg;
 use super::coop::{CoopArgs, check_coop};
+use super::{KernelArg, LaunchMode, launch_kernel};
 use crate::error::CudaError;
 
 pub(crate) const KERNEL: &str = "bilstm_recurrence_tiled";
@@ -80,8 +80,6 @@ pub(crate) fn launch(
         block_dim: (BLOCK_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut builder = stream.launch_builder(func);
-    builder.arg(&params);
     // SAFETY: `func` is bilstm_recurrence_tiled loaded from recurrence_tiled.cu (the backend
     // looks it up by KernelId::RecurrenceTiled); its only parameter is
     // bl_recurrence_tiled_params, mirrored by `KernelArg<RecurrenceTiledParams>`. `check`
@@ -95,11 +93,7 @@ pub(crate) fn launch(
     // tile are resident together and their spins terminate (bounded by spin_timeout_ns in any
     // case). The exchange and error words were zeroed by launch::clear on the main stream before
     // this layer's projection, which this stream waits for.
-    unsafe { builder.launch_cooperative(cfg) }.map_err(|source| CudaError::Launch {
-        kernel: KERNEL,
-        source,
-    })?;
-    Ok(())
+    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Cooperative) }
 }
 
 #[cfg(test)]

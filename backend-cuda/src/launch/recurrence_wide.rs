@@ -4,10 +4,10 @@ use bilstm_core::geometry::{
     BLOCK_THREADS, WIDE_BLOCKS_PER_TILE, WIDE_TILE_HEIGHTS, WIDE_UNITS_PER_BLOCK,
 };
 use bilstm_kernels::params::RecurrenceWideParams;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
-use super::KernelArg;
 use super::coop::{CoopArgs, check_coop};
+use super::{KernelArg, LaunchMode, launch_kernel};
 use crate::error::CudaError;
 
 pub(crate) const KERNEL: &str = "bilstm_recurrence_wide";
@@ -77,8 +77,6 @@ pub(crate) fn launch(
         block_dim: (BLOCK_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut builder = stream.launch_builder(func);
-    builder.arg(&params);
     // SAFETY: `func` is bilstm_recurrence_wide loaded from recurrence_wide.cu; its only
     // parameter is bl_recurrence_wide_params, mirrored by `KernelArg<RecurrenceWideParams>`.
     // `check` verified its contract: tile height 8/16/32 with the wide exchange layout whose
@@ -90,11 +88,7 @@ pub(crate) fn launch(
     // so all blocks of a tile are resident together and their spins terminate (bounded by
     // spin_timeout_ns in any case). The exchange and error words were zeroed by launch::clear
     // on the main stream before this layer's projection, which this stream waits for.
-    unsafe { builder.launch_cooperative(cfg) }.map_err(|source| CudaError::Launch {
-        kernel: KERNEL,
-        source,
-    })?;
-    Ok(())
+    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Cooperative) }
 }
 
 #[cfg(test)]
