@@ -18,6 +18,12 @@ use crate::simd::{self, Isa, kernels};
 /// The environment variable [`CpuBackend::new`] reads the thread count from (`1` or `2`).
 pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
 
+/// The environment variable [`CpuBackend::new`] reads a cap on the instruction set from:
+/// `portable`, `avx2` or `avx512` ([`Isa::detect_at_most`]); other values are ignored. Every
+/// instruction set gives the same bits, so this only changes speed (and lets one host time
+/// the AVX2-only path).
+pub const ISA_ENV: &str = "BILSTM_CPU_ISA";
+
 /// The most threads a forward uses: one per direction of a layer (DESIGN §6: on the 2-vCPU
 /// development machine one direction per thread is the natural split).
 pub const MAX_THREADS: usize = 2;
@@ -54,7 +60,7 @@ pub struct CpuBackend {
 struct PackedDirection {
     /// Input weights, `4H / 16` strips of `[width][16]`.
     input_strips: Vec<f32>,
-    /// Recurrent weights, `4H / 64` blocks of `[H][64]`.
+    /// Recurrent weights, `4H / 16` strips of `[H][16]`.
     recurrent_strips: Vec<f32>,
     /// Combined bias `Wb + Rb`, `[4H]`, panel order.
     bias: Vec<f32>,
@@ -101,7 +107,8 @@ impl CpuBackend {
     /// A backend using the environment variable [`THREADS_ENV`] (`BILSTM_CPU_THREADS`) threads
     /// when it holds a positive integer, else `available_parallelism()`, clamped to
     /// `1..=`[`MAX_THREADS`] (1 when the host cannot say). The kernels' instruction set is
-    /// detected here, once ([`Isa::detect`]).
+    /// detected here, once ([`Isa::detect`]), capped by [`ISA_ENV`] (`BILSTM_CPU_ISA`) when it
+    /// names one.
     pub fn new() -> Self {
         let from_env = std::env::var(THREADS_ENV)
             .ok()
@@ -109,7 +116,11 @@ impl CpuBackend {
             .filter(|&n| n > 0);
         let threads = from_env
             .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
-        Self::with_threads(threads)
+        let isa = std::env::var(ISA_ENV)
+            .ok()
+            .and_then(|v| Isa::detect_at_most(v.trim()))
+            .unwrap_or_else(Isa::detect);
+        Self::with_isa(threads, isa)
     }
 
     /// A backend using `threads` threads, clamped to `1..=`[`MAX_THREADS`]: 1 runs both
@@ -185,7 +196,7 @@ impl CpuBackend {
     }
 
     fn scratch(shape: &StackShape, max_batch: usize) -> Result<DirectionScratch, CpuError> {
-        let max_rows = checked_mul(max_batch, shape.frames, "projection rows")?;
+        let max_rows = chunk_rows_max(max_batch, shape.frames)?;
         Ok(DirectionScratch {
             gates: zeroed(
                 checked_mul(max_rows, shape.gate_rows(), "projection gates")?,
@@ -230,11 +241,24 @@ fn chunk_frames(batch: usize) -> usize {
     (CHUNK_ROWS / batch.max(1)).div_ceil(6).max(1) * 6
 }
 
+/// The most gate rows one chunk holds for any batch up to `max_batch` (`batch *` its chunk's
+/// frames): beyond [`CHUNK_ROWS`] windows every chunk is six frames, so the rows grow with the
+/// batch; below, each batch is tried.
+fn chunk_rows_max(max_batch: usize, frames: usize) -> Result<usize, CoreError> {
+    let small = (1..=max_batch.min(CHUNK_ROWS))
+        .map(|b| b * chunk_frames(b).min(frames))
+        .max()
+        .unwrap_or(0);
+    let large = checked_mul(max_batch, chunk_frames(max_batch).min(frames), "gate rows")?;
+    Ok(small.max(large))
+}
+
 /// Rows of input projection (all windows, a chunk of frames) computed just before the
-/// recurrence steps that read them: the gates then come from cache rather than from a buffer
-/// of `batch * frames * 2 KiB`. On the 2-vCPU machine at batches 1 to 32, 96, 192, 384 rows and
-/// no chunking measured the same within noise (`bench/NOTES.md`); chunking bounds the working
-/// set for larger batches.
+/// recurrence steps that read them, into a gates buffer that holds only the chunk (384 KiB):
+/// it stays in L2, where a buffer of every frame (`batch * frames * 2 KiB`, 38.6 MB at batch
+/// 32) made each projection store miss. On the development machine (2026-11-29, batch 32,
+/// one thread) that buffer change took the projection from 335 to 318 ms per forward; chunks of
+/// 96 to 384 rows measured the same within noise (`bench/NOTES.md`).
 const CHUNK_ROWS: usize = 192;
 
 impl DirectionJob<'_> {
@@ -255,8 +279,10 @@ impl DirectionJob<'_> {
             } else {
                 (frames - s1, frames - s0)
             };
-            // Rows t0..t1 of every window: one call, so each weight strip is reused from L1
-            // by all of them.
+            // Frames t0..t1 of every window: one call, so each weight strip is reused from L1
+            // by all of them. The gates buffer holds just these frames (window w's at rows
+            // w * (t1 - t0)..), so it stays in L2 between the projection and the steps.
+            let held = t1 - t0;
             simd::project(
                 self.isa,
                 &kernels::Projection {
@@ -268,9 +294,10 @@ impl DirectionJob<'_> {
                     rows: t1 - t0,
                     groups: self.batch,
                     group_stride: frames,
+                    out_stride: held,
                     strips: &self.packed.input_strips,
                 },
-                &mut scratch.gates[t0 * cols..rows * cols],
+                &mut scratch.gates[..self.batch * held * cols],
             );
             simd::recurrence(
                 self.isa,
@@ -279,11 +306,12 @@ impl DirectionJob<'_> {
                     frames,
                     batch: self.batch,
                     steps: s0..s1,
+                    gates_frames: t0..t1,
                     strips: &self.packed.recurrent_strips,
                     bias: &self.packed.bias,
                 },
                 kernels::State {
-                    gates: &mut scratch.gates[..rows * cols],
+                    gates: &mut scratch.gates[..self.batch * held * cols],
                     hseq: &mut hseq[..rows * self.shape.hidden],
                     h: &mut scratch.h,
                     c: &mut scratch.c,
@@ -505,6 +533,25 @@ mod tests {
         let mut out = [0.0; 8];
         merge(&f, &r, 2, &mut out);
         assert_eq!(out, [1.0, 2.0, 5.0, 6.0, 3.0, 4.0, 7.0, 8.0]);
+    }
+
+    #[test]
+    fn the_gates_buffer_holds_every_batchs_chunk() {
+        for frames in [1, 5, 7, 589] {
+            for max_batch in 1..=400 {
+                let rows = chunk_rows_max(max_batch, frames).unwrap();
+                let need = (1..=max_batch)
+                    .map(|b| b * chunk_frames(b).min(frames))
+                    .max()
+                    .unwrap();
+                assert_eq!(rows, need, "frames {frames}, max_batch {max_batch}");
+            }
+        }
+        assert_eq!(chunk_rows_max(1, 589).unwrap(), 192);
+        // Batch 27 chunks 12 frames (324 rows): more than batch 32's 6 frames (192).
+        assert_eq!(chunk_rows_max(32, 589).unwrap(), 324);
+        assert_eq!(chunk_rows_max(1000, 589).unwrap(), 6000);
+        assert!(chunk_rows_max(usize::MAX, 589).is_err());
     }
 
     #[test]

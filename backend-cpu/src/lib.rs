@@ -3,8 +3,9 @@
 //! The CPU backend of bilstm: [`CpuBackend`] runs a bidirectional LSTM stack
 //! `[batch, frames, features] -> [batch, frames, 256]` in FP32 on any host, implementing
 //! [`bilstm_core::Backend`]. On x86-64 with AVX2 and FMA (detected at run time, once, in
-//! [`CpuBackend::new`]) it runs hand-blocked SIMD kernels; elsewhere the same kernels compiled
-//! portably, with the same bits ([`Isa`]).
+//! [`CpuBackend::new`]) it runs hand-blocked SIMD kernels, with larger register tiles where
+//! AVX-512VL adds registers; elsewhere the same kernels compiled portably. Every path gives the
+//! same bits ([`Isa`]).
 //!
 //! ## How a forward runs
 //! [`Backend::prepare`](bilstm_core::Backend::prepare) validates the shape and weights, packs
@@ -14,14 +15,17 @@
 //! units) and cuts the weights into 16-column strips `[K][16]` that stay in L1. It allocates
 //! every buffer for `max_batch` windows, so a forward allocates nothing. Then, per layer, one
 //! thread per direction (the reverse one on a scoped worker when [`CpuBackend::threads`] is 2),
-//! in chunks of about 192 rows (a chunk of frames, all windows):
+//! in chunks of about 192 rows (a chunk of frames, all windows; the gates buffer holds one
+//! chunk, so it stays in L2 between its two phases):
 //!
 //! 1. the input projection of the chunk, a register-blocked SGEMM (6 rows x 16 columns, 12
-//!    accumulators; near the core's FMA peak). From layer 1 on, it reads the previous layer's
-//!    forward and reverse hidden states directly (K = 128 + 128), no merged copy;
+//!    accumulators, or 6 x 32 with 24 where AVX-512VL gives 32 registers; near the core's FMA
+//!    peak), prefetching the next rows while it computes. From layer 1 on, it reads the
+//!    previous layer's forward and reverse hidden states directly (K = 128 + 128), no merged
+//!    copy;
 //! 2. the recurrence over the chunk's steps: per step a small GEMM over the batch
-//!    (`gates += h·R`, 6 windows x 16 columns per register tile, R's strip reused from L1 by
-//!    every window group; batch 1: 1 window x 64 columns), then the fused, vectorised
+//!    (`gates += h·R`, 6 windows x 16 columns per register tile, streaming R from L2; batch 1:
+//!    1 window x 64 columns), then the fused, vectorised
 //!    pointwise pass `+ bias`, `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g`,
 //!    `h = o·tanh(c)`, four panels at a time so their latency chains overlap.
 //!
@@ -35,8 +39,9 @@
 //!
 //! - the output bits are the same for 1 or 2 threads and on every run;
 //! - a window's output bits do not depend on the batch it is run in, nor on its position;
-//! - the AVX2 + FMA kernels and the portable kernels (`f32::mul_add`, [`Isa::portable`]) give
-//!   the same bits: every step is one IEEE operation both compute alike (tested).
+//! - the AVX2 + FMA kernels, their AVX-512VL build and the portable kernels (`f32::mul_add`,
+//!   [`Isa::portable`]) give the same bits: every step is one IEEE operation all compute
+//!   alike, and tile sizes never change a value's chain (tested on every set the host has).
 //!
 //! `σ`, `tanh` and `exp` are the kernels' own vectorised functions (Cephes constructions,
 //! `exp` within 1 ulp, `σ` within 1.5e-7 relative, `tanh` within 8e-8 absolute, measured
@@ -51,7 +56,9 @@
 //! [`CpuBackend::new`] uses the environment variable [`THREADS_ENV`] (`BILSTM_CPU_THREADS`,
 //! `1` or `2`) when set, else the available parallelism, at most [`MAX_THREADS`];
 //! [`CpuBackend::with_threads`] sets it in code. The `bilstm` CLI opens its CPU backend with
-//! `new`, so `BILSTM_CPU_THREADS=1 bilstm bench --backend cpu` times one thread.
+//! `new`, so `BILSTM_CPU_THREADS=1 bilstm bench --backend cpu` times one thread. Likewise
+//! [`ISA_ENV`] (`BILSTM_CPU_ISA=portable|avx2|avx512`) caps the detected instruction set, e.g.
+//! to time the AVX2-only kernels on an AVX-512 host.
 //!
 //! ## Special values
 //! - **Weights** must be finite: NaN or infinite weights make `prepare` fail with
@@ -81,6 +88,6 @@ mod error;
 mod panel;
 mod simd;
 
-pub use backend::{CpuBackend, MAX_THREADS, THREADS_ENV};
+pub use backend::{CpuBackend, ISA_ENV, MAX_THREADS, THREADS_ENV};
 pub use error::CpuError;
 pub use simd::Isa;

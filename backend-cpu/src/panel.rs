@@ -14,7 +14,7 @@ pub(crate) fn core_col(col: usize) -> usize {
 
 /// Weights K-major `[>= width, COLS]` (core) into `COLS / n` strips of `[width][n]` (panel
 /// order): `out[(s * width + k) * n + l] = kmajor[k * COLS + core_col(s * n + l)]`, with
-/// `n = strip_cols` (16 for the projection, 64 for the recurrence). `out` must hold
+/// `n = strip_cols` (16 for the projection and the recurrence). `out` must hold
 /// `width * COLS` values.
 pub(crate) fn strips(kmajor: &[f32], width: usize, strip_cols: usize, out: &mut [f32]) {
     for (i, o) in out.iter_mut().enumerate().take(width * COLS) {

@@ -69,25 +69,46 @@ fn same_bits_for_one_or_two_threads_and_every_run() {
     assert!(want.iter().all(|&b| f32::from_bits(b).abs() < 1.0));
 }
 
-/// The portable kernels (`f32::mul_add`, scalar gate functions) give the AVX2 + FMA kernels'
-/// bits: the same operations in the same order. On a host without AVX2 both sides are portable.
+/// The portable kernels (`f32::mul_add`, scalar gate functions), the AVX2 + FMA kernels and
+/// the AVX-512VL build (larger tiles) give the same bits: the same operations in the same
+/// order. Every instruction set the host has is compared with the portable one, at batches
+/// that use every recurrence tile (7 = a group of six and a single window) and 13 frames (two
+/// projection tiles and a remainder).
 #[test]
-fn portable_and_avx2_paths_give_identical_bits() {
-    let shape = StackShape::pyannote().with_frames(9);
+fn every_instruction_set_gives_identical_bits() {
+    let shape = StackShape::pyannote().with_frames(13);
     let model = OwnedStack::random(&shape, 31, 0.3);
     let w = model.weights().unwrap();
-    let input = random_input(&shape, 3, 13);
-    let mut fast = CpuBackend::with_isa(2, Isa::detect());
-    let mut portable = CpuBackend::with_isa(1, Isa::portable());
-    assert!(!portable.isa().is_avx2_fma());
-    for cpu in [&mut fast, &mut portable] {
-        cpu.prepare(&w, &config(shape, 3)).unwrap();
+    let available = Isa::available();
+    assert_eq!(available[0], Isa::portable());
+    assert_eq!(available.last(), Some(&Isa::detect()));
+    println!("available: {available:?}");
+    for batch in [3, 7] {
+        let input = random_input(&shape, batch, 13);
+        let mut portable = CpuBackend::with_isa(1, Isa::portable());
+        assert!(!portable.isa().is_avx2_fma());
+        portable.prepare(&w, &config(shape, batch)).unwrap();
+        let want = bits(&run(&mut portable, &input, batch));
+        for &isa in &available[1..] {
+            let mut fast = CpuBackend::with_isa(2, isa);
+            fast.prepare(&w, &config(shape, batch)).unwrap();
+            assert_eq!(
+                bits(&run(&mut fast, &input, batch)),
+                want,
+                "{isa}, batch {batch}"
+            );
+        }
     }
-    println!("detected: {}", fast.isa());
-    assert_eq!(
-        bits(&run(&mut fast, &input, 3)),
-        bits(&run(&mut portable, &input, 3))
-    );
+}
+
+/// `detect_at_most` caps the detected set and refuses unknown names.
+#[test]
+fn instruction_set_caps() {
+    assert_eq!(Isa::detect_at_most("portable"), Some(Isa::portable()));
+    assert_eq!(Isa::detect_at_most("avx512"), Some(Isa::detect()));
+    assert!(Isa::detect_at_most("avx2").unwrap() <= Isa::detect());
+    assert_eq!(Isa::detect_at_most("sse9"), None);
+    assert_eq!(Isa::detect_at_most(""), None);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //!   then holds one gate of eight units, so the cell update needs no shuffles.
 //! - Projection weights: `cols / 16` column strips, each `[width][16]` (K rows of 16 columns,
 //!   contiguous: a strip is 16 KiB for width 256 and stays in L1).
-//! - Recurrent weights: `cols / 64` blocks `[H][64]` (one `k` row is 256 contiguous bytes;
+//! - Recurrent weights: `cols / 16` strips `[H][16]` (8 KiB each, contiguous;
 //!   a step streams R from L2 in long sequential runs).
 //!
 //! # Numerics (fixed: the CPU backend's bits depend on it)
@@ -33,9 +33,15 @@ pub(crate) const PANEL_UNITS: usize = 8;
 pub(crate) const PANEL_COLS: usize = 4 * PANEL_UNITS;
 /// Columns in one projection strip (two vectors).
 pub(crate) const STRIP_COLS: usize = 16;
-/// Columns in one recurrent-weight block (eight vectors: one `k` row of a block is 256
-/// contiguous bytes, so a step streams R from L2 in long sequential runs).
-pub(crate) const R_BLOCK_COLS: usize = 64;
+/// Columns in one recurrent-weight strip (two vectors; a strip `[H][16]` is 8 KiB, contiguous).
+///
+/// Measured on the development machine (Zen 4, 2 threads, 2026-11-29, `bench/NOTES.md`):
+/// against 64-column blocks `[H][64]` (256 contiguous bytes per `k`), 16-column strips made
+/// the recurrence at batch 32 about 4% faster (the 6-window tiles read 64 bytes per `k`, and
+/// with 64-column blocks those lines sat 256 bytes apart, in a quarter of L1's sets) and left
+/// batch 1 unchanged once the AVX-512VL build had its registers (12.95 vs 13.0 ms of
+/// recurrence per forward, summed over threads).
+pub(crate) const R_BLOCK_COLS: usize = 16;
 /// Vectors in one recurrent-weight block row.
 const R_BLOCK_VECS: usize = R_BLOCK_COLS / 8;
 /// Rows of one projection register tile.
@@ -56,28 +62,33 @@ pub(crate) struct Projection<'a> {
     pub rows: usize,
     /// Groups of rows (one per window when a chunk of frames is projected).
     pub groups: usize,
-    /// Distance in rows between the starts of two groups (`frames`), at least `rows`.
+    /// Distance in rows between the starts of two groups in `x` (`frames`), at least `rows`.
     pub group_stride: usize,
+    /// Distance in rows between the starts of two groups in the output, at least `rows`
+    /// (a chunk's gates buffer holds only the chunk's frames of each window).
+    pub out_stride: usize,
     /// Weight strips, `COLS / STRIP_COLS` of `[K][16]`.
     pub strips: &'a [f32],
 }
 
-/// Runs a [`Projection`] into `out [rows, COLS]` (panel order). Wrong lengths write nothing
-/// (the caller sizes everything; debug builds assert).
+/// Runs a [`Projection`]: row `r` of group `g` goes to row `g * out_stride + r` of `out`
+/// (`[_, COLS]`, panel order). Wrong lengths write nothing (the caller sizes everything; debug
+/// builds assert).
 #[inline(always)]
-pub(crate) fn project<V: Lanes>(p: &Projection<'_>, out: &mut [f32]) {
-    let (rows, groups, stride) = (p.rows, p.groups, p.group_stride);
+pub(crate) fn project<V: Lanes, const NS: usize>(p: &Projection<'_>, out: &mut [f32]) {
+    let (rows, groups, stride, out_stride) = (p.rows, p.groups, p.group_stride, p.out_stride);
     if groups == 0 || rows == 0 {
         return;
     }
     let width = p.widths[0] + p.widths[1];
-    let span = groups.saturating_sub(1) * stride + rows;
+    let span = (groups - 1) * stride + rows;
+    let out_span = (groups - 1) * out_stride + rows;
     let ok = p.x[0].len() >= span * p.widths[0]
         && p.x[1].len() >= span * p.widths[1]
-        && out.len() >= span * COLS
+        && out.len() >= out_span * COLS
         && p.strips.len() >= COLS * width
         && width > 0
-        && (groups <= 1 || stride >= rows);
+        && (groups <= 1 || (stride >= rows && out_stride >= rows));
     debug_assert!(ok);
     if !ok {
         return;
@@ -95,22 +106,29 @@ pub(crate) fn project<V: Lanes>(p: &Projection<'_>, out: &mut [f32]) {
         let g_end = (g0 + groups_per_block).min(groups);
         for r0 in (0..rows).step_by(rows_per_block) {
             let r_end = (r0 + rows_per_block).min(rows);
-            for (s, strip) in strip_vecs.chunks_exact(2 * width).enumerate() {
-                let col0 = s * STRIP_COLS;
+            for (s, strip) in strip_vecs.chunks_exact(2 * width * NS).enumerate() {
+                let col0 = s * NS * STRIP_COLS;
                 for g in g0..g_end {
-                    let base = g * stride;
-                    let mut r = base + r0;
-                    let end = base + r_end;
-                    while r + TILE_ROWS <= end {
-                        tile::<V, TILE_ROWS>(p, r, strip, out, col0);
+                    let (base, out_base) = (g * stride, g * out_stride);
+                    if s == 0 {
+                        // The first strip pass reads the input rows from memory (the previous
+                        // layer wrote them long ago): ask for the next group's now.
+                        let next = (g + 1 < groups).then(|| (g + 1) * stride + r0);
+                        prefetch_rows::<V>(p, next, r_end - r0);
+                    }
+                    let mut r = r0;
+                    while r + TILE_ROWS <= r_end {
+                        let at = [base + r, out_base + r];
+                        tile::<V, TILE_ROWS, NS>(p, at, strip, out, col0);
                         r += TILE_ROWS;
                     }
-                    match end - r {
-                        1 => tile::<V, 1>(p, r, strip, out, col0),
-                        2 => tile::<V, 2>(p, r, strip, out, col0),
-                        3 => tile::<V, 3>(p, r, strip, out, col0),
-                        4 => tile::<V, 4>(p, r, strip, out, col0),
-                        5 => tile::<V, 5>(p, r, strip, out, col0),
+                    let at = [base + r, out_base + r];
+                    match r_end - r {
+                        1 => tile::<V, 1, NS>(p, at, strip, out, col0),
+                        2 => tile::<V, 2, NS>(p, at, strip, out, col0),
+                        3 => tile::<V, 3, NS>(p, at, strip, out, col0),
+                        4 => tile::<V, 4, NS>(p, at, strip, out, col0),
+                        5 => tile::<V, 5, NS>(p, at, strip, out, col0),
                         _ => {}
                     }
                 }
@@ -119,40 +137,66 @@ pub(crate) fn project<V: Lanes>(p: &Projection<'_>, out: &mut [f32]) {
     }
 }
 
-/// `MR` rows from `r0` times one 16-column strip (`strip`: K pairs of vectors); the K loop
-/// runs over part 0's columns then part 1's, one FMA chain per value.
+/// Prefetches `rows` input rows from `row` (both parts), one hint per 64-byte line.
 #[inline(always)]
-fn tile<V: Lanes, const MR: usize>(
+fn prefetch_rows<V: Lanes>(p: &Projection<'_>, row: Option<usize>, rows: usize) {
+    let Some(row) = row else {
+        return;
+    };
+    for (x, &pw) in p.x.iter().zip(&p.widths) {
+        if let Some(span) = x.get(row * pw..(row + rows) * pw) {
+            for line in (0..span.len()).step_by(16) {
+                V::prefetch(&span[line..]);
+            }
+        }
+    }
+}
+
+/// `MR` rows from input row `at[0]` times `NS` consecutive 16-column strips (`strips`: NS
+/// runs of K pairs of vectors) into output rows from `at[1]`; the K loop runs over part 0's
+/// columns then part 1's, one FMA chain per value.
+#[inline(always)]
+fn tile<V: Lanes, const MR: usize, const NS: usize>(
     p: &Projection<'_>,
-    r0: usize,
-    strip: &[[f32; 8]],
+    at: [usize; 2],
+    strips: &[[f32; 8]],
     out: &mut [f32],
     col0: usize,
 ) {
-    let mut acc = [[V::splat(0.0); 2]; MR];
+    let width = strips.len() / (2 * NS);
+    let mut acc = [[[V::splat(0.0); 2]; NS]; MR];
     let mut k0 = 0;
     for (x, &pw) in p.x.iter().zip(&p.widths) {
         if pw == 0 {
             continue;
         }
-        let xs: [&[f32]; MR] = std::array::from_fn(|i| &x[(r0 + i) * pw..(r0 + i + 1) * pw]);
-        let part = &strip[2 * k0..2 * (k0 + pw)];
-        for (k, w) in part.chunks_exact(2).enumerate() {
-            let (w0, w1) = (V::load(&w[0]), V::load(&w[1]));
+        let xs: [&[f32]; MR] = std::array::from_fn(|i| &x[(at[0] + i) * pw..(at[0] + i + 1) * pw]);
+        let parts: [&[[f32; 8]]; NS] =
+            std::array::from_fn(|q| &strips[q * 2 * width + 2 * k0..q * 2 * width + 2 * (k0 + pw)]);
+        if parts.iter().any(|part| part.len() != 2 * pw) || xs.iter().any(|r| r.len() != pw) {
+            return;
+        }
+        for k in 0..pw {
+            let w: [[V; 2]; NS] =
+                std::array::from_fn(|q| [V::load(&parts[q][2 * k]), V::load(&parts[q][2 * k + 1])]);
             for (a, xr) in acc.iter_mut().zip(&xs) {
                 let xb = V::splat(xr[k]);
-                a[0] = xb.mul_add(w0, a[0]);
-                a[1] = xb.mul_add(w1, a[1]);
+                for (aq, wq) in a.iter_mut().zip(&w) {
+                    aq[0] = xb.mul_add(wq[0], aq[0]);
+                    aq[1] = xb.mul_add(wq[1], aq[1]);
+                }
             }
         }
         k0 += pw;
     }
     for (i, a) in acc.iter().enumerate() {
-        let at = (r0 + i) * COLS + col0;
-        if let Some(dst) = out[at..].first_chunk_mut::<16>() {
-            let (d, _) = dst.as_chunks_mut::<8>();
-            a[0].store(&mut d[0]);
-            a[1].store(&mut d[1]);
+        for (q, aq) in a.iter().enumerate() {
+            let o = (at[1] + i) * COLS + col0 + q * STRIP_COLS;
+            if let Some(dst) = out[o..].first_chunk_mut::<16>() {
+                let (d, _) = dst.as_chunks_mut::<8>();
+                aq[0].store(&mut d[0]);
+                aq[1].store(&mut d[1]);
+            }
         }
     }
 }
@@ -169,7 +213,10 @@ pub(crate) struct Recurrence<'a> {
     /// in `h` and `c` carries over from the previous call, and is zeroed when the range starts
     /// at step 0.
     pub steps: std::ops::Range<usize>,
-    /// Recurrent weights, `COLS / 64` blocks of `[H][64]` (panel order).
+    /// The frames the gates buffer holds for each window (every step's frame must be among
+    /// them): the gates of frame `t` of window `w` are row `w * len + t - start`.
+    pub gates_frames: std::ops::Range<usize>,
+    /// Recurrent weights, `COLS / R_BLOCK_COLS` strips of `[H][R_BLOCK_COLS]` (panel order).
     pub strips: &'a [f32],
     /// Combined bias `[COLS]`, panel order.
     pub bias: &'a [f32],
@@ -177,10 +224,11 @@ pub(crate) struct Recurrence<'a> {
 
 /// What a [`Recurrence`] reads and writes.
 pub(crate) struct State<'a> {
-    /// Input projections `[batch * frames, COLS]`, panel order, row `window * frames + t`;
-    /// each step overwrites its rows with the pre-activations before the bias.
+    /// Input projections `[batch * gates_frames.len(), COLS]`, panel order (rows as
+    /// [`Recurrence::gates_frames`] says); each step overwrites its rows with the
+    /// pre-activations before the bias.
     pub gates: &'a mut [f32],
-    /// Every step's hidden state `[batch * frames, H]` (same rows as `gates`).
+    /// Every step's hidden state `[batch * frames, H]`, row `window * frames + t`.
     pub hseq: &'a mut [f32],
     /// The previous step's hidden state `[batch, H]` (scratch).
     pub h: &'a mut [f32],
@@ -199,6 +247,15 @@ pub(crate) struct State<'a> {
 pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
     let (batch, frames) = (a.batch, a.frames);
     let rows = batch * frames;
+    let (g0, g_len) = (a.gates_frames.start, a.gates_frames.len());
+    let steps = a.steps.start..a.steps.end.min(frames);
+    let frame = |step: usize| if a.forward { step } else { frames - 1 - step };
+    // Every step's frame is held: the steps' frames form one contiguous range.
+    let held = steps.is_empty() || {
+        let (first, last) = (frame(steps.start), frame(steps.end - 1));
+        let (lo, hi) = (first.min(last), first.max(last));
+        lo >= g0 && hi < a.gates_frames.end
+    };
     let (Ok(strips), Ok(bias)) = (
         <&[f32; H * COLS]>::try_from(a.strips),
         <&[f32; COLS]>::try_from(a.bias),
@@ -206,7 +263,8 @@ pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
         debug_assert!(false, "recurrence weights have the wrong length");
         return;
     };
-    let ok = st.gates.len() >= rows * COLS
+    let ok = held
+        && st.gates.len() >= batch * g_len * COLS
         && st.hseq.len() >= rows * H
         && st.h.len() >= batch * H
         && st.c.len() >= batch * H;
@@ -222,19 +280,19 @@ pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
     }
     let h = &mut st.h[..batch * H];
     let (h_rows, _) = h.as_chunks_mut::<H>();
-    for step in a.steps.start..a.steps.end.min(frames) {
-        let t = if a.forward { step } else { frames - 1 - step };
+    for step in steps {
+        let t = frame(step);
+        let gt = t - g0;
         if step > 0 {
             let cx = Gemm {
                 h: h_rows,
                 strips,
-                frames,
-                t,
+                g_len,
+                gt,
             };
-            let mut w = 0;
-            while w + 6 <= batch {
+            let w = batch / 6 * 6;
+            for w in (0..w).step_by(6) {
                 cx.all_strips::<V, 6, 2>(w, st.gates);
-                w += 6;
             }
             match batch - w {
                 1 => cx.all_strips::<V, 1, 8>(w, st.gates),
@@ -246,9 +304,9 @@ pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
             }
         }
         for w in 0..batch {
-            let row = w * frames + t;
+            let (g_row, row) = (w * g_len + gt, w * frames + t);
             cells::<V>(
-                &st.gates[row * COLS..(row + 1) * COLS],
+                &st.gates[g_row * COLS..(g_row + 1) * COLS],
                 bias,
                 &mut c[w * H..(w + 1) * H],
                 &mut st.hseq[row * H..(row + 1) * H],
@@ -266,8 +324,10 @@ pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
 struct Gemm<'a> {
     h: &'a [[f32; H]],
     strips: &'a [[f32; H * R_BLOCK_COLS]],
-    frames: usize,
-    t: usize,
+    /// Gates rows per window.
+    g_len: usize,
+    /// This step's gates row within a window.
+    gt: usize,
 }
 
 impl Gemm<'_> {
@@ -291,7 +351,7 @@ impl Gemm<'_> {
             return;
         };
         let at: [usize; WG] =
-            std::array::from_fn(|wi| ((w0 + wi) * self.frames + self.t) * COLS + s0 * STRIP_COLS);
+            std::array::from_fn(|wi| ((w0 + wi) * self.g_len + self.gt) * COLS + s0 * STRIP_COLS);
         let mut acc = [[V::splat(0.0); NV]; WG];
         for (a, &o) in acc.iter_mut().zip(&at) {
             let Some(src) = gates.get(o..o + NV * 8) else {
@@ -346,7 +406,12 @@ const POINTWISE_PANELS: usize = 4;
 /// order) plus `bias`, the gate functions, the cell update into `c`, the hidden state into
 /// `h_out`; [`POINTWISE_PANELS`] panels at a time.
 #[inline(always)]
-fn cells<V: Lanes>(gates: &[f32], bias: &[[f32; PANEL_COLS]], c: &mut [f32], h_out: &mut [f32]) {
+pub(crate) fn cells<V: Lanes>(
+    gates: &[f32],
+    bias: &[[f32; PANEL_COLS]],
+    c: &mut [f32],
+    h_out: &mut [f32],
+) {
     const N: usize = POINTWISE_PANELS;
     let (g_panels, _) = gates.as_chunks::<{ N * PANEL_COLS }>();
     let (b_panels, _) = bias.as_chunks::<N>();
@@ -399,11 +464,7 @@ mod tests {
     use bilstm_core::rng::SplitMix64;
 
     fn isas() -> Vec<Isa> {
-        let mut v = vec![Isa::portable()];
-        if Isa::detect().is_avx2_fma() {
-            v.push(Isa::detect());
-        }
-        v
+        Isa::available()
     }
 
     /// Every row count (tiles of 6 and every remainder, more than one L2 block) gives the
@@ -437,6 +498,7 @@ mod tests {
                         rows,
                         groups: 1,
                         group_stride: rows,
+                        out_stride: rows,
                         strips: &strips,
                     };
                     simd::project(isa, &p, &mut out);
@@ -461,6 +523,7 @@ mod tests {
                         rows,
                         groups: 1,
                         group_stride: rows,
+                        out_stride: rows,
                         strips: &strips,
                     };
                     out.fill(f32::NAN);
@@ -478,6 +541,7 @@ mod tests {
                         rows: 2,
                         groups,
                         group_stride: 4,
+                        out_stride: 4,
                         strips: &strips,
                     };
                     out.fill(f32::NAN);
@@ -557,6 +621,7 @@ mod tests {
                     frames,
                     batch,
                     steps: 0..frames,
+                    gates_frames: 0..frames,
                     strips: &strips,
                     bias: &bias,
                 };

@@ -107,7 +107,7 @@ impl Lanes for P8 {
 
 /// [`kernels::project`] with [`P8`].
 pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project::<P8>(args, out);
+    kernels::project::<P8, 1>(args, out);
 }
 
 /// [`kernels::recurrence`] with [`P8`].

@@ -1,16 +1,17 @@
 //! [`Lanes`] on AVX2 + FMA (`__m256`), and the kernels compiled for those features.
 //!
 //! Every function here that touches an intrinsic is either an `#[inline(always)]` method of
-//! [`A8`], which only the `#[target_feature(enable = "avx2,fma")]` entry points at the foot of
+//! [`A8`], which only the `#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]` entry points at the foot of
 //! this file use (the type is private to this module), or one of those entry points, which
 //! [`super`]'s dispatchers call only with an [`super::Isa`] built after detection.
 
 use std::arch::x86_64::{
-    __m256, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _mm256_add_epi32,
-    _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps, _mm256_blendv_ps, _mm256_castsi256_ps,
-    _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
-    _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_round_ps, _mm256_set1_epi32,
-    _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps, _mm256_xor_ps,
+    __m256, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T2, _mm_prefetch,
+    _mm256_add_epi32, _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps, _mm256_blendv_ps,
+    _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps, _mm256_fmadd_ps,
+    _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_round_ps,
+    _mm256_set1_epi32, _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps,
+    _mm256_xor_ps,
 };
 
 use super::Lanes;
@@ -23,8 +24,9 @@ struct A8(__m256);
 const SIGN: f32 = -0.0;
 
 // SAFETY (every block in this impl): `A8` is private to this module and its methods run only
-// inlined into the `#[target_feature(enable = "avx2,fma")]` entry points below, which are
-// called only after `Isa::detect` found AVX2 and FMA (`CpuBackend::new`). Loads and stores
+// inlined into the `#[target_feature]` entry points below (each enables at least AVX2 and
+// FMA), which are called only after `Isa::detect` found their features (`CpuBackend::new`).
+// The prefetch hint is SSE (part of x86_64) and cannot fault. Loads and stores
 // go through `&[f32; 8]`/`&mut [f32; 8]`, so the 32 bytes are in bounds (unaligned access).
 impl Lanes for A8 {
     #[inline(always)]
@@ -114,32 +116,64 @@ impl Lanes for A8 {
             _mm256_blendv_ps(other.0, then.0, mask)
         })
     }
+    #[inline(always)]
+    fn prefetch(src: &[f32]) {
+        // SAFETY: SSE is part of x86_64; a prefetch reads nothing architecturally and cannot
+        // fault, and the address is that of a live slice anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T2>(src.as_ptr().cast::<i8>()) }
+    }
 }
 
-/// [`kernels::project`] with [`A8`].
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA (callers hold an `Isa` from `Isa::detect` saying so).
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn project(args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project::<A8>(args, out);
+/// The kernels compiled for one x86 feature set: `$features` is what the caller must have
+/// detected, `$strips` the projection tile's strips ([`kernels::project`]'s `NS`).
+macro_rules! entry_points {
+    ($name:ident, $features:literal, $what:literal, $strips:literal) => {
+        #[doc = concat!("The kernels compiled for ", $what, ".")]
+        pub(super) mod $name {
+            use super::{A8, Projection, Recurrence, State, kernels};
+
+            /// [`kernels::project`] with [`A8`].
+            ///
+            /// # Safety
+            #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
+            #[target_feature(enable = $features)]
+            pub(in crate::simd) unsafe fn project(args: &Projection<'_>, out: &mut [f32]) {
+                kernels::project::<A8, $strips>(args, out);
+            }
+
+            /// [`kernels::recurrence`] with [`A8`].
+            ///
+            /// # Safety
+            #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
+            #[target_feature(enable = $features)]
+            pub(in crate::simd) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
+                kernels::recurrence::<A8>(args, state);
+            }
+
+            /// The gate functions with [`A8`] (tests).
+            ///
+            /// # Safety
+            #[doc = concat!("The CPU must support ", $what, ".")]
+            #[cfg(test)]
+            #[target_feature(enable = $features)]
+            pub(in crate::simd) unsafe fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
+                kernels::eval_math::<A8>(x)
+            }
+        }
+    };
 }
 
-/// [`kernels::recurrence`] with [`A8`].
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA (callers hold an `Isa` from `Isa::detect` saying so).
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-    kernels::recurrence::<A8>(args, state);
-}
-
-/// The gate functions with [`A8`] (tests).
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
-#[cfg(test)]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
-    kernels::eval_math::<A8>(x)
-}
+// AVX2 + FMA: 16 vector registers, so the projection tile is 6 rows x one 16-column strip
+// (12 accumulators).
+entry_points!(avx2, "avx2,fma", "AVX2 and FMA", 1);
+// The same 256-bit instructions with AVX-512VL's 32 vector registers (EVEX encodings of the
+// same operations, so the same bits): the gate math spills less and the projection tile is 6
+// rows x two strips (24 accumulators). On the development machine (Zen 4, 2026-11-29) the
+// gate math went from 78 to 62 cycles per panel and the projection from 112 to 114 GFLOP/s
+// (hot) and 105 to 110 (cold input rows), `bench/NOTES.md`.
+entry_points!(
+    avx512,
+    "avx2,fma,avx512f,avx512vl",
+    "AVX2, FMA, AVX-512F and AVX-512VL",
+    2
+);
