@@ -240,11 +240,14 @@ pub(crate) struct State<'a> {
 /// builds assert).
 ///
 /// Each step is a small GEMM `gates[rows of t] += h · R` over register tiles of windows x
-/// columns (6 windows x 16 columns = 12 accumulators when the batch allows, so the FMA
-/// latency is hidden; the 16 columns of R, 8 KiB, are reused from L1 by every window group),
-/// written back in place, then the pointwise pass (bias, gates, cell) per window and panel.
+/// columns: 6 windows x `NV` vectors (`NV` = 2: 12 accumulators, or 4: 24 where there are 32
+/// registers) when the batch allows, so the FMA latency is hidden, group by group, each group
+/// streaming R from L2 (the strip-outer order, reusing each R strip from L1 across groups,
+/// measured slower); then the pointwise pass (bias, gates, cell) per window and panel. Doing
+/// the previous group's pointwise pass in pieces between a group's tiles also measured slower
+/// (batch 32: 270-279 against 265-268 ms, 2026-11-29).
 #[inline(always)]
-pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
+pub(crate) fn recurrence<V: Lanes, const NV: usize>(a: &Recurrence<'_>, st: State<'_>) {
     let (batch, frames) = (a.batch, a.frames);
     let rows = batch * frames;
     let (g0, g_len) = (a.gates_frames.start, a.gates_frames.len());
@@ -292,7 +295,7 @@ pub(crate) fn recurrence<V: Lanes>(a: &Recurrence<'_>, st: State<'_>) {
             };
             let w = batch / 6 * 6;
             for w in (0..w).step_by(6) {
-                cx.all_strips::<V, 6, 2>(w, st.gates);
+                cx.all_strips::<V, 6, NV>(w, st.gates);
             }
             match batch - w {
                 1 => cx.all_strips::<V, 1, 8>(w, st.gates),

@@ -112,7 +112,7 @@ pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
 
 /// [`kernels::recurrence`] with [`P8`].
 pub(super) fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-    kernels::recurrence::<P8>(args, state);
+    kernels::recurrence::<P8, 2>(args, state);
 }
 
 /// The gate functions with [`P8`] (tests).

@@ -125,7 +125,8 @@ impl Lanes for A8 {
 }
 
 /// The kernels compiled for one x86 feature set: `$features` is what the caller must have
-/// detected, `$strips` the projection tile's strips ([`kernels::project`]'s `NS`).
+/// detected, `$strips` the projection tile's strips ([`kernels::project`]'s `NS`); the
+/// recurrence's six-window tiles are `2 * $strips` vectors wide.
 macro_rules! entry_points {
     ($name:ident, $features:literal, $what:literal, $strips:literal) => {
         #[doc = concat!("The kernels compiled for ", $what, ".")]
@@ -147,7 +148,7 @@ macro_rules! entry_points {
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
             pub(in crate::simd) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-                kernels::recurrence::<A8>(args, state);
+                kernels::recurrence::<A8, { 2 * $strips }>(args, state);
             }
 
             /// The gate functions with [`A8`] (tests).
@@ -168,9 +169,11 @@ macro_rules! entry_points {
 entry_points!(avx2, "avx2,fma", "AVX2 and FMA", 1);
 // The same 256-bit instructions with AVX-512VL's 32 vector registers (EVEX encodings of the
 // same operations, so the same bits): the gate math spills less and the projection tile is 6
-// rows x two strips (24 accumulators). On the development machine (Zen 4, 2026-11-29) the
-// gate math went from 78 to 62 cycles per panel and the projection from 112 to 114 GFLOP/s
-// (hot) and 105 to 110 (cold input rows), `bench/NOTES.md`.
+// rows x two strips (24 accumulators), the recurrence's 6 windows x 32 columns (24). On the
+// development machine (Zen 4, 2026-11-29) the gate math went from 78 to 62 cycles per panel,
+// the projection from 112 to 114 GFLOP/s (hot) and 105 to 110 (cold input rows), and the
+// 6 x 32 recurrence tile took batch 32 from 265.2 to 263.3 ms (medians of 5 alternating
+// runs), `bench/NOTES.md`.
 entry_points!(
     avx512,
     "avx2,fma,avx512f,avx512vl",
