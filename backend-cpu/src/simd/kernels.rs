@@ -560,6 +560,21 @@ mod tests {
                         });
                         assert!(ok, "{isa}, width {width}, rows {rows}, grouped row {r}");
                     }
+                    // The same groups packed densely into the output (out_stride 2, as a
+                    // chunk's gates buffer holds them).
+                    let p = Projection { out_stride: 2, ..p };
+                    let mut dense = vec![f32::NAN; groups * 2 * COLS];
+                    simd::project(isa, &p, &mut dense);
+                    for g in 0..groups {
+                        for r in 0..2 {
+                            let (got, src) = ((g * 2 + r) * COLS, (g * 4 + r + 1) * COLS);
+                            let same = dense[got..got + COLS]
+                                .iter()
+                                .zip(&want[src..src + COLS])
+                                .all(|(a, b)| a.to_bits() == b.to_bits());
+                            assert!(same, "{isa}, width {width}, rows {rows}, dense group {g}");
+                        }
+                    }
                 }
             }
         }
@@ -641,6 +656,39 @@ mod tests {
                     .zip(&want)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{isa}, batch {batch}, forward {forward}");
+
+                // In two calls, each with a gates buffer holding only its steps' frames
+                // (as the backend's chunks do): the same bits.
+                let mut hseq = vec![f32::NAN; batch * frames * H];
+                for steps in [0..2, 2..frames] {
+                    let (t0, t1) = if forward {
+                        (steps.start, steps.end)
+                    } else {
+                        (frames - steps.end, frames - steps.start)
+                    };
+                    let mut chunk: Vec<f32> = (0..batch)
+                        .flat_map(|w| {
+                            proj[(w * frames + t0) * COLS..(w * frames + t1) * COLS].to_vec()
+                        })
+                        .collect();
+                    let rec = Recurrence {
+                        steps,
+                        gates_frames: t0..t1,
+                        ..rec
+                    };
+                    let state = State {
+                        gates: &mut chunk,
+                        hseq: &mut hseq,
+                        h: &mut h,
+                        c: &mut c,
+                    };
+                    simd::recurrence(isa, &rec, state);
+                }
+                assert_eq!(
+                    hseq.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{isa}, batch {batch}, forward {forward}, chunked"
+                );
             }
         }
     }
