@@ -7,12 +7,12 @@ use std::thread;
 
 use bilstm_core::error::checked_mul;
 use bilstm_core::layout::{
-    pack_bias_into, pack_input_kmajor_into, pack_recurrent_kmajor_into, padded_in,
+    pack_bias_into, pack_input_kmajor_into, pack_panel_bias_into, pack_panel_strips_into,
+    pack_recurrent_kmajor_into, padded_in,
 };
 use bilstm_core::{Backend, BackendConfig, CoreError, Direction, StackShape, StackWeights};
 
 use crate::error::CpuError;
-use crate::panel::{bias_panels, strips};
 use crate::simd::{self, Isa, kernels};
 
 /// The environment variable [`CpuBackend::new`] reads the thread count from (`1` or `2`).
@@ -183,11 +183,17 @@ impl CpuBackend {
             checked_mul(width, rows, "input weight strips")?,
             "input weight strips",
         )?;
-        strips(&input_kmajor, width, kernels::STRIP_COLS, &mut in_strips);
+        pack_panel_strips_into(&input_kmajor, width, h, kernels::STRIP_COLS, &mut in_strips)?;
         let mut r_strips = zeroed(recurrent_kmajor.len(), "recurrent weight strips")?;
-        strips(&recurrent_kmajor, h, kernels::R_BLOCK_COLS, &mut r_strips);
+        pack_panel_strips_into(
+            &recurrent_kmajor,
+            h,
+            h,
+            kernels::R_BLOCK_COLS,
+            &mut r_strips,
+        )?;
         let mut bias_p = zeroed(rows, "packed bias")?;
-        bias_panels(&bias, &mut bias_p);
+        pack_panel_bias_into(&bias, h, &mut bias_p)?;
         Ok(PackedDirection {
             input_strips: in_strips,
             recurrent_strips: r_strips,

@@ -85,7 +85,6 @@
 
 mod backend;
 mod error;
-mod panel;
 mod simd;
 
 pub use backend::{CpuBackend, ISA_ENV, MAX_THREADS, THREADS_ENV};

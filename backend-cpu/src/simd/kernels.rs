@@ -27,10 +27,7 @@ use super::math::{sigmoid_n, tanh_n};
 pub(crate) const H: usize = 128;
 /// Gate columns per direction.
 pub(crate) const COLS: usize = 4 * H;
-/// Units in one recurrence panel.
-pub(crate) const PANEL_UNITS: usize = 8;
-/// Gate columns in one recurrence panel.
-pub(crate) const PANEL_COLS: usize = 4 * PANEL_UNITS;
+pub(crate) use bilstm_core::layout::PANEL_COLS;
 /// Columns in one projection strip (two vectors).
 pub(crate) const STRIP_COLS: usize = 16;
 /// Columns in one recurrent-weight strip (two vectors; a strip `[H][16]` is 8 KiB, contiguous).
@@ -464,6 +461,7 @@ pub(crate) fn eval_math<V: Lanes>(x: &[f32; 8]) -> [[f32; 8]; 3] {
 mod tests {
     use super::*;
     use crate::simd::{self, Isa};
+    use bilstm_core::layout::PANEL_UNITS;
     use bilstm_core::rng::SplitMix64;
 
     fn isas() -> Vec<Isa> {

@@ -14,11 +14,14 @@
 //! | recurrent weights, row per gate | `[4H, H]` | [`pack_recurrent_into`] |
 //! | recurrent weights, K-major | `[H, 4H]` | [`pack_recurrent_kmajor_into`] |
 //! | combined bias `Wb + Rb` | `[4H]` | [`pack_bias_into`] |
+//! | CPU panel strips of K-major weights | `4H / n` x `[width][n]` | [`pack_panel_strips_into`] |
+//! | CPU panel-order bias | `[4H]` | [`pack_panel_bias_into`] |
 //!
 //! `padded_in = ceil(in / 16) * 16` ([`padded_in`]); the padding is zero.
 
 mod onnx;
 mod packed;
+mod panel;
 mod tf32;
 mod torch;
 
@@ -28,6 +31,9 @@ pub use onnx::OnnxLayer;
 pub use packed::{
     PackedOffsets, StackPacking, pack_bias_into, pack_input_kmajor_into, pack_input_tf32_into,
     pack_recurrent_into, pack_recurrent_kmajor_into, padded_in,
+};
+pub use panel::{
+    PANEL_COLS, PANEL_UNITS, pack_panel_bias_into, pack_panel_strips_into, packed_col_of_panel_col,
 };
 pub use tf32::round_to_tf32;
 pub use torch::TorchLayer;

@@ -10,7 +10,7 @@ pub const fn padded_in(width: usize) -> usize {
     width.div_ceil(K_PAD) * K_PAD
 }
 
-fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), CoreError> {
+pub(super) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<(), CoreError> {
     if expected == got {
         Ok(())
     } else {
