@@ -36,7 +36,7 @@ pub use bilstm_core::{
     Backend, BackendConfig, BackendError, CoreError, Direction, ErrorKind, GateOrder, MathMode,
     OnnxLayer, StackShape, StackWeights, TorchLayer, owned,
 };
-pub use bilstm_cpu::{CpuBackend, CpuError};
+pub use bilstm_cpu::{CpuBackend, CpuError, Isa};
 #[cfg(feature = "cuda")]
 pub use bilstm_cuda::{CudaBackend, CudaError};
 pub use error::Error;

@@ -8,7 +8,7 @@ mod cli_support;
 use bilstm::core::device::table;
 use bilstm::core::plan::{self, KernelResources};
 use bilstm::{MathMode, StackShape};
-use cli_support::{bilstm, gpu_present};
+use cli_support::{bilstm, bilstm_env, gpu_present};
 
 /// The plan core selects for a table entry with the nominal resources the CLI uses.
 fn core_plan(name: &str, batch: usize, math: MathMode) -> plan::Plan {
@@ -130,4 +130,27 @@ fn devices_lists_the_table_names() {
         );
         assert!(line.contains(entry.product), "{line}");
     }
+    // The CPU backend's line: the detected instruction set, or the one the environment caps.
+    let best = bilstm::Isa::detect().to_string();
+    assert!(
+        run.stdout
+            .contains(&format!("CPU backend: 2 thread(s), {best} ("))
+            || run
+                .stdout
+                .contains(&format!("CPU backend: 1 thread(s), {best} (")),
+        "{}",
+        run.stdout
+    );
+    let capped = bilstm_env(
+        &["devices"],
+        &[("BILSTM_CPU_ISA", "portable"), ("BILSTM_CPU_THREADS", "1")],
+    )
+    .ok();
+    assert!(
+        capped
+            .stdout
+            .contains("CPU backend: 1 thread(s), portable (available: portable"),
+        "{}",
+        capped.stdout
+    );
 }

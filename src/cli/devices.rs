@@ -1,4 +1,5 @@
-//! `bilstm devices`: the local GPUs (or why there are none) and the device table.
+//! `bilstm devices`: the local GPUs (or why there are none), the CPU backend's threads and
+//! instruction set, and the device table.
 
 use std::io::Write;
 
@@ -13,6 +14,20 @@ use super::CliError;
 /// error.
 pub(crate) fn devices(out: &mut dyn Write) -> Result<(), CliError> {
     local_gpus(out)?;
+    let cpu = bilstm_cpu::CpuBackend::new();
+    let available: Vec<String> = bilstm_cpu::Isa::available()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    writeln!(
+        out,
+        "CPU backend: {} thread(s), {} (available: {}; {}=1|2, {}=portable|avx2|avx512)",
+        cpu.threads(),
+        cpu.isa(),
+        available.join(", "),
+        bilstm_cpu::THREADS_ENV,
+        bilstm_cpu::ISA_ENV,
+    )?;
     writeln!(
         out,
         "device table (bilstm plan --device NAME, or --device all):"

@@ -23,12 +23,18 @@ pub struct Run {
 
 /// Runs `bilstm` with `args`.
 pub fn bilstm(args: &[&str]) -> Run {
+    bilstm_env(args, &[])
+}
+
+/// Runs `bilstm` with `args` and the environment variables `envs` set.
+pub fn bilstm_env(args: &[&str], envs: &[(&str, &str)]) -> Run {
     let Output {
         status,
         stdout,
         stderr,
     } = Command::new(env!("CARGO_BIN_EXE_bilstm"))
         .args(args)
+        .envs(envs.iter().copied())
         .output()
         .expect("the bilstm binary runs");
     Run {
