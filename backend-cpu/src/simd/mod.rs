@@ -76,6 +76,7 @@ pub(crate) trait Lanes: Copy {
 /// A value naming an x86 feature set exists only after [`Isa::detect`] found it on this CPU
 /// (the field is private), which is what makes calling those kernels sound. Every kind gives
 /// the same bits (each lane operation is one IEEE-754 operation, computed alike by all).
+/// Ordered from the portable path (least) to AVX2 + FMA with AVX-512VL (greatest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Isa(IsaKind);
 
