@@ -153,4 +153,17 @@ fn devices_lists_the_table_names() {
         "{}",
         capped.stdout
     );
+    // A value the CPU backend does not understand is ignored, and said so on stderr.
+    let odd = bilstm_env(&["devices"], &[("BILSTM_CPU_ISA", "sse9")]).ok();
+    assert!(
+        odd.stderr
+            .contains("bilstm: BILSTM_CPU_ISA=\"sse9\" is not portable, avx2 or avx512; ignored"),
+        "{}",
+        odd.stderr
+    );
+    assert!(
+        odd.stdout.contains(&format!(", {best} (")),
+        "{}",
+        odd.stdout
+    );
 }

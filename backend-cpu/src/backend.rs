@@ -24,6 +24,40 @@ pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
 /// the AVX2-only path).
 pub const ISA_ENV: &str = "BILSTM_CPU_ISA";
 
+/// The environment variables [`CpuBackend::new`] reads whose value it ignores because it is
+/// not one it understands, each as one sentence naming the variable, the value and what is
+/// accepted (empty when both are unset or valid). For callers that want to tell their users
+/// (the `bilstm` CLI prints each as a note).
+pub fn ignored_env() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut check = |name: &str, accepted: &str, valid: bool| {
+        if let (Some(v), false) = (std::env::var_os(name), valid) {
+            out.push(format!("{name}={v:?} is not {accepted}; ignored"));
+        }
+    };
+    check(
+        THREADS_ENV,
+        "a positive whole number",
+        env_value(THREADS_ENV, parse_threads).is_some(),
+    );
+    check(
+        ISA_ENV,
+        "portable, avx2 or avx512",
+        env_value(ISA_ENV, Isa::detect_at_most).is_some(),
+    );
+    out
+}
+
+/// `name`'s value (trimmed) parsed by `parse`; `None` when unset, not UTF-8 or refused.
+fn env_value<T>(name: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| parse(v.trim()))
+}
+
+/// A thread count: a positive whole number.
+fn parse_threads(v: &str) -> Option<usize> {
+    v.parse::<usize>().ok().filter(|&n| n > 0)
+}
+
 /// The most threads a forward uses: one per direction of a layer (DESIGN §6: on the 2-vCPU
 /// development machine one direction per thread is the natural split).
 pub const MAX_THREADS: usize = 2;
@@ -110,16 +144,9 @@ impl CpuBackend {
     /// detected here, once ([`Isa::detect`]), capped by [`ISA_ENV`] (`BILSTM_CPU_ISA`) when it
     /// names one.
     pub fn new() -> Self {
-        let from_env = std::env::var(THREADS_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0);
-        let threads = from_env
+        let threads = env_value(THREADS_ENV, parse_threads)
             .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
-        let isa = std::env::var(ISA_ENV)
-            .ok()
-            .and_then(|v| Isa::detect_at_most(v.trim()))
-            .unwrap_or_else(Isa::detect);
+        let isa = env_value(ISA_ENV, Isa::detect_at_most).unwrap_or_else(Isa::detect);
         Self::with_isa(threads, isa)
     }
 
@@ -189,7 +216,7 @@ impl CpuBackend {
             &recurrent_kmajor,
             h,
             h,
-            kernels::R_BLOCK_COLS,
+            kernels::R_STRIP_COLS,
             &mut r_strips,
         )?;
         let mut bias_p = zeroed(rows, "packed bias")?;
@@ -297,7 +324,7 @@ impl DirectionJob<'_> {
                         &self.input[1][t0 * widths[1]..rows * widths[1]],
                     ],
                     widths,
-                    rows: t1 - t0,
+                    rows: held,
                     groups: self.batch,
                     group_stride: frames,
                     out_stride: held,
@@ -604,6 +631,17 @@ mod tests {
         assert_eq!(chunk_rows_max(32, 589).unwrap(), 324);
         assert_eq!(chunk_rows_max(1000, 589).unwrap(), 6000);
         assert!(chunk_rows_max(usize::MAX, 589).is_err());
+    }
+
+    #[test]
+    fn environment_values() {
+        assert_eq!(parse_threads("2"), Some(2));
+        assert_eq!(parse_threads("0"), None);
+        assert_eq!(parse_threads("two"), None);
+        assert_eq!(
+            env_value("BILSTM_TEST_SURELY_UNSET_VARIABLE", parse_threads),
+            None
+        );
     }
 
     #[test]

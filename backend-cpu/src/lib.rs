@@ -87,6 +87,6 @@ mod backend;
 mod error;
 mod simd;
 
-pub use backend::{CpuBackend, ISA_ENV, MAX_THREADS, THREADS_ENV};
+pub use backend::{CpuBackend, ISA_ENV, MAX_THREADS, THREADS_ENV, ignored_env};
 pub use error::CpuError;
 pub use simd::Isa;

@@ -129,6 +129,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(code).unwrap_or(2));
         }
     };
+    for ignored in bilstm_cpu::ignored_env() {
+        note_line(format_args!("{ignored}"));
+    }
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let result = execute(&cli, &mut out).and_then(|()| out.flush().map_err(CliError::Output));

@@ -38,9 +38,9 @@ pub(crate) const STRIP_COLS: usize = 16;
 /// with 64-column blocks those lines sat 256 bytes apart, in a quarter of L1's sets) and left
 /// batch 1 unchanged once the AVX-512VL build had its registers (12.95 vs 13.0 ms of
 /// recurrence per forward, summed over threads).
-pub(crate) const R_BLOCK_COLS: usize = 16;
-/// Vectors in one recurrent-weight block row.
-const R_BLOCK_VECS: usize = R_BLOCK_COLS / 8;
+pub(crate) const R_STRIP_COLS: usize = 16;
+/// Vectors in one `k` row of a recurrent-weight strip.
+const R_STRIP_VECS: usize = R_STRIP_COLS / 8;
 /// Rows of one projection register tile.
 const TILE_ROWS: usize = 6;
 /// Rows of the projection's L2 block (the `x` rows one pass over all strips reuses).
@@ -213,7 +213,7 @@ pub(crate) struct Recurrence<'a> {
     /// The frames the gates buffer holds for each window (every step's frame must be among
     /// them): the gates of frame `t` of window `w` are row `w * len + t - start`.
     pub gates_frames: std::ops::Range<usize>,
-    /// Recurrent weights, `COLS / R_BLOCK_COLS` strips of `[H][R_BLOCK_COLS]` (panel order).
+    /// Recurrent weights, `COLS / R_STRIP_COLS` strips of `[H][R_STRIP_COLS]` (panel order).
     pub strips: &'a [f32],
     /// Combined bias `[COLS]`, panel order.
     pub bias: &'a [f32],
@@ -272,7 +272,7 @@ pub(crate) fn recurrence<V: Lanes, const NV: usize>(a: &Recurrence<'_>, st: Stat
     if !ok {
         return;
     }
-    let (strips, _) = strips.as_chunks::<{ H * R_BLOCK_COLS }>();
+    let (strips, _) = strips.as_chunks::<{ H * R_STRIP_COLS }>();
     let (bias, _) = bias.as_chunks::<PANEL_COLS>();
     let c = &mut st.c[..batch * H];
     if a.steps.start == 0 {
@@ -291,8 +291,8 @@ pub(crate) fn recurrence<V: Lanes, const NV: usize>(a: &Recurrence<'_>, st: Stat
                 gt,
             };
             let w = batch / 6 * 6;
-            for w in (0..w).step_by(6) {
-                cx.all_strips::<V, 6, NV>(w, st.gates);
+            for w0 in (0..w).step_by(6) {
+                cx.all_strips::<V, 6, NV>(w0, st.gates);
             }
             match batch - w {
                 1 => cx.all_strips::<V, 1, 8>(w, st.gates),
@@ -323,7 +323,7 @@ pub(crate) fn recurrence<V: Lanes, const NV: usize>(a: &Recurrence<'_>, st: Stat
 /// What the recurrent product of one step reads.
 struct Gemm<'a> {
     h: &'a [[f32; H]],
-    strips: &'a [[f32; H * R_BLOCK_COLS]],
+    strips: &'a [[f32; H * R_STRIP_COLS]],
     /// Gates rows per window.
     g_len: usize,
     /// This step's gates row within a window.
@@ -363,20 +363,20 @@ impl Gemm<'_> {
             }
         }
         // Vector v of the tile is column vector s0 * 2 + v: block b, lane group q.
-        let mut r: [&[[[f32; 8]; R_BLOCK_VECS]; H]; NV] = [&[[[0.0; 8]; R_BLOCK_VECS]; H]; NV];
+        let mut r: [&[[[f32; 8]; R_STRIP_VECS]; H]; NV] = [&[[[0.0; 8]; R_STRIP_VECS]; H]; NV];
         let mut q = [0usize; NV];
         for v in 0..NV {
             let cv = s0 * 2 + v;
-            let Some(block) = self.strips.get(cv / R_BLOCK_VECS) else {
+            let Some(block) = self.strips.get(cv / R_STRIP_VECS) else {
                 return;
             };
             let (vecs, _) = block.as_chunks::<8>();
-            let (rows, _) = vecs.as_chunks::<R_BLOCK_VECS>();
+            let (rows, _) = vecs.as_chunks::<R_STRIP_VECS>();
             let Ok(rows) = rows.try_into() else {
                 return;
             };
             r[v] = rows;
-            q[v] = cv % R_BLOCK_VECS;
+            q[v] = cv % R_STRIP_VECS;
         }
         for k in 0..H {
             let rv: [V; NV] = std::array::from_fn(|v| V::load(&r[v][k][q[v]]));
@@ -406,12 +406,7 @@ const POINTWISE_PANELS: usize = 4;
 /// order) plus `bias`, the gate functions, the cell update into `c`, the hidden state into
 /// `h_out`; [`POINTWISE_PANELS`] panels at a time.
 #[inline(always)]
-pub(crate) fn cells<V: Lanes>(
-    gates: &[f32],
-    bias: &[[f32; PANEL_COLS]],
-    c: &mut [f32],
-    h_out: &mut [f32],
-) {
+fn cells<V: Lanes>(gates: &[f32], bias: &[[f32; PANEL_COLS]], c: &mut [f32], h_out: &mut [f32]) {
     const N: usize = POINTWISE_PANELS;
     let (g_panels, _) = gates.as_chunks::<{ N * PANEL_COLS }>();
     let (b_panels, _) = bias.as_chunks::<N>();
@@ -464,10 +459,6 @@ mod tests {
     use bilstm_core::layout::PANEL_UNITS;
     use bilstm_core::rng::SplitMix64;
 
-    fn isas() -> Vec<Isa> {
-        Isa::available()
-    }
-
     /// Every row count (tiles of 6 and every remainder, more than one L2 block) gives the
     /// naive ascending FMA chain's bits, on every ISA.
     #[test]
@@ -491,7 +482,7 @@ mod tests {
                         want[r * COLS + col] = acc;
                     }
                 }
-                for isa in isas() {
+                for isa in Isa::available() {
                     let mut out = vec![f32::NAN; rows * COLS];
                     let p = Projection {
                         x: [&x, &[]],
@@ -595,7 +586,7 @@ mod tests {
         rng.fill_normal_f32(&mut proj);
         let mut strips = vec![0.0f32; H * COLS];
         rng.fill_uniform_f32(&mut strips, -0.1, 0.1);
-        let rb = R_BLOCK_COLS;
+        let rb = R_STRIP_COLS;
         let mut bias = vec![0.0f32; COLS];
         rng.fill_uniform_f32(&mut bias, -0.5, 0.5);
         let sig = |x: f32| simd::eval_math(Isa::portable(), &[x; 8])[0][0];
@@ -629,7 +620,7 @@ mod tests {
                     h = hn;
                 }
             }
-            for isa in isas() {
+            for isa in Isa::available() {
                 let mut hseq = vec![f32::NAN; batch * frames * H];
                 let (mut h, mut c) = (vec![7.0f32; batch * H], vec![7.0f32; batch * H]);
                 let rec = Recurrence {
