@@ -8,7 +8,7 @@ mod cli_support;
 
 use bilstm::npy;
 use bilstm::owned::{Checksum, OwnedStack, random_input};
-use cli_support::{bilstm, bits, cpu_output, write_input};
+use cli_support::{Run, bilstm, bits, cpu_output, write_input};
 
 const FRAMES: usize = 7;
 
@@ -20,16 +20,7 @@ fn run_round_trip_matches_the_cpu_backend_bit_for_bit() {
     let input = random_input(&shape, 3, 42);
     write_input(&x, 3, FRAMES, &input);
 
-    let run = bilstm(&[
-        "run",
-        "--backend",
-        "cpu",
-        "--input",
-        x.to_str().unwrap(),
-        "--output",
-        y.to_str().unwrap(),
-    ])
-    .ok();
+    let run = run_cpu(&["--input", path(&x), "--output", path(&y)]).ok();
     assert!(run.stdout.is_empty(), "stdout: {}", run.stdout);
     for want in [
         "backend: cpu",
@@ -59,19 +50,11 @@ fn batch_chunks_give_the_bits_of_one_big_batch() {
     let mut outputs = Vec::new();
     for batch in [None, Some("2"), Some("5"), Some("9")] {
         let y = dir.path().join(format!("y{}.npy", batch.unwrap_or("all")));
-        let mut args = vec![
-            "run",
-            "--backend",
-            "cpu",
-            "--input",
-            x.to_str().unwrap(),
-            "--output",
-            y.to_str().unwrap(),
-        ];
+        let mut args = vec!["--input", path(&x), "--output", path(&y)];
         if let Some(b) = batch {
             args.extend(["--batch", b]);
         }
-        let run = bilstm(&args).ok();
+        let run = run_cpu(&args).ok();
         if batch == Some("2") {
             assert!(
                 run.stderr.contains("in 3 passes of up to 2 on cpu x"),
@@ -93,18 +76,7 @@ fn batch_chunks_give_the_bits_of_one_big_batch() {
 
 #[test]
 fn run_without_input_prints_the_checksum_of_a_seeded_input() {
-    let run = bilstm(&[
-        "run",
-        "--backend",
-        "cpu",
-        "--batch",
-        "2",
-        "--frames",
-        "7",
-        "--seed",
-        "9",
-    ])
-    .ok();
+    let run = run_cpu(&["--batch", "2", "--frames", "7", "--seed", "9"]).ok();
     let shape = OwnedStack::builtin().shape.with_frames(FRAMES);
     let want = Checksum::of(&cpu_output(&random_input(&shape, 2, 9), 2, FRAMES));
     assert_eq!(run.stdout, format!("output [2, 7, 256]: {want}\n"));
@@ -121,17 +93,22 @@ fn empty_input_gives_an_empty_output() {
     let dir = tempfile::tempdir().unwrap();
     let (x, y) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
     write_input(&x, 0, FRAMES, &[]);
-    bilstm(&[
-        "run",
-        "--backend",
-        "cpu",
-        "--input",
-        x.to_str().unwrap(),
-        "--output",
-        y.to_str().unwrap(),
-    ])
-    .ok();
+    run_cpu(&["--input", path(&x), "--output", path(&y)]).ok();
     assert_eq!(npy::read_f32_3d(&y, 256).unwrap().shape, [0, FRAMES, 256]);
+}
+
+/// `bilstm run --backend cpu` followed by `args`.
+fn run_cpu(args: &[&str]) -> Run {
+    let all: Vec<&str> = ["run", "--backend", "cpu"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    bilstm(&all)
+}
+
+/// A test path as a command-line argument (temporary paths are UTF-8).
+fn path(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
 }
 
 /// The built-in model as a PyTorch state dict in safetensors (`lstm.weight_ih_l0`, ...).
@@ -170,16 +147,7 @@ fn a_model_file_runs_and_a_truncated_one_fails() {
     let model = dir.path().join("builtin.safetensors");
     let bytes = builtin_safetensors();
     std::fs::write(&model, &bytes).unwrap();
-    let run = bilstm(&[
-        "run",
-        "--backend",
-        "cpu",
-        "--model",
-        model.to_str().unwrap(),
-        "--frames",
-        "7",
-    ])
-    .ok();
+    let run = run_cpu(&["--model", path(&model), "--frames", "7"]).ok();
     // The same weights as the built-in model: the same checksum.
     let shape = OwnedStack::builtin().shape.with_frames(FRAMES);
     let want = Checksum::of(&cpu_output(&random_input(&shape, 1, 1), 1, FRAMES));
@@ -187,12 +155,5 @@ fn a_model_file_runs_and_a_truncated_one_fails() {
     assert!(run.stderr.contains("model: "), "{}", run.stderr);
 
     std::fs::write(&model, &bytes[..bytes.len() / 2]).unwrap();
-    bilstm(&[
-        "run",
-        "--backend",
-        "cpu",
-        "--model",
-        model.to_str().unwrap(),
-    ])
-    .fails(1, &[model.to_str().unwrap()]);
+    run_cpu(&["--model", path(&model)]).fails(1, &[path(&model)]);
 }
