@@ -246,20 +246,13 @@ pub const fn blocks_per_sm(facts: &DeviceFacts, usage: &KernelUsage) -> Occupanc
 mod tests {
     use super::*;
 
-    /// Hopper (9.0) limits as the H200 reports them.
-    const HOPPER: DeviceFacts = DeviceFacts {
-        compute_capability: (9, 0),
-        sm_count: 132,
-        max_threads_per_sm: 2048,
-        max_blocks_per_sm: 32,
-        registers_per_sm: 65536,
-        registers_per_block: 65536,
-        shared_bytes_per_sm: 233_472,
-        shared_bytes_per_block_optin: 232_448,
-        reserved_shared_bytes_per_block: 1024,
-        l2_bytes: 62_914_560,
-        cooperative_launch: true,
-    };
+    /// Hopper (9.0) limits as the H200 reports them: the device table's entry (whose own
+    /// test pins every figure to the H200's `cudaDeviceGetAttribute` values).
+    fn hopper() -> DeviceFacts {
+        crate::device::table::find("h200")
+            .expect("the table has the H200")
+            .facts
+    }
 
     /// Turing (7.5): 1024 threads and 16 blocks per SM, 64 KiB shared, no reserved bytes.
     const TURING: DeviceFacts = DeviceFacts {
@@ -313,66 +306,78 @@ mod tests {
     #[test]
     fn hand_worked_hopper_register_cases() {
         // 256 threads x 64 regs: 2048 regs/warp, 8 warps/quarter = 32 warps/SM = 4 blocks.
-        assert_eq!(occ(&HOPPER, k(256, 64, 0, 0)), (4, Limit::Registers));
+        assert_eq!(occ(&hopper(), k(256, 64, 0, 0)), (4, Limit::Registers));
         // 512 threads x 128 regs: 4096 regs/warp, 4 warps/quarter = 16 warps = 1 block.
-        assert_eq!(occ(&HOPPER, k(512, 128, 0, 0)), (1, Limit::Registers));
+        assert_eq!(occ(&hopper(), k(512, 128, 0, 0)), (1, Limit::Registers));
         // 255 regs: 8160 -> 8192 regs/warp, 2 warps/quarter = 8 warps: 256 threads fit once,
         // 288 threads (9 warps) exceed the per-block register file.
-        assert_eq!(occ(&HOPPER, k(256, 255, 0, 0)), (1, Limit::Registers));
-        assert_eq!(occ(&HOPPER, k(288, 255, 0, 0)), (0, Limit::PerBlockLimit));
+        assert_eq!(occ(&hopper(), k(256, 255, 0, 0)), (1, Limit::Registers));
+        assert_eq!(occ(&hopper(), k(288, 255, 0, 0)), (0, Limit::PerBlockLimit));
         // 96 regs: 3072/warp, 5 warps/quarter = 20 warps: 256 threads -> 2 blocks.
-        assert_eq!(occ(&HOPPER, k(256, 96, 0, 0)), (2, Limit::Registers));
+        assert_eq!(occ(&hopper(), k(256, 96, 0, 0)), (2, Limit::Registers));
         // 88 regs: 2816/warp, 5 per quarter: 20 warps; 640 threads fit, 672 do not (the
         // driver reports maxThreadsPerBlock 640 for such a kernel; a flat 65536/2816 = 23
         // warps would wrongly allow 736).
-        assert_eq!(occ(&HOPPER, k(640, 88, 0, 0)), (1, Limit::Registers));
-        assert_eq!(occ(&HOPPER, k(672, 88, 0, 0)), (0, Limit::PerBlockLimit));
+        assert_eq!(occ(&hopper(), k(640, 88, 0, 0)), (1, Limit::Registers));
+        assert_eq!(occ(&hopper(), k(672, 88, 0, 0)), (0, Limit::PerBlockLimit));
         // 32 regs: warps bind first (64 warps / 8 = 8 blocks; registers allow 8 as well: tie
         // goes to warps).
-        assert_eq!(occ(&HOPPER, k(256, 32, 0, 0)), (8, Limit::Warps));
+        assert_eq!(occ(&hopper(), k(256, 32, 0, 0)), (8, Limit::Warps));
         // Small blocks hit the 32-block limit.
-        assert_eq!(occ(&HOPPER, k(32, 16, 0, 0)), (32, Limit::Blocks));
+        assert_eq!(occ(&hopper(), k(32, 16, 0, 0)), (32, Limit::Blocks));
         // 0 registers: the register rule is skipped.
-        assert_eq!(occ(&HOPPER, k(1024, 0, 0, 0)), (2, Limit::Warps));
+        assert_eq!(occ(&hopper(), k(1024, 0, 0, 0)), (2, Limit::Warps));
     }
 
     #[test]
     fn hand_worked_shared_memory_cases() {
         // The first resident recurrence (512 threads, 128 regs, 134,144 dynamic bytes + 1 KiB
         // reserved = 135,168 of 233,472): one block (registers tie at 1; registers come first).
-        assert_eq!(occ(&HOPPER, k(512, 128, 0, 134_144)), (1, Limit::Registers));
+        assert_eq!(
+            occ(&hopper(), k(512, 128, 0, 134_144)),
+            (1, Limit::Registers)
+        );
         // The resident recurrence as built (256 threads, 238 regs: 7,680 per warp, 2 warps per
         // quarter): one block, registers and shared memory tie.
-        assert_eq!(occ(&HOPPER, k(256, 238, 0, 134_144)), (1, Limit::Registers));
+        assert_eq!(
+            occ(&hopper(), k(256, 238, 0, 134_144)),
+            (1, Limit::Registers)
+        );
         // Same shared memory with fewer registers: shared memory binds.
         assert_eq!(
-            occ(&HOPPER, k(128, 32, 0, 134_144)),
+            occ(&hopper(), k(128, 32, 0, 134_144)),
             (1, Limit::SharedMemory)
         );
         // The opt-in maximum fits exactly once; one byte more cannot launch.
         assert_eq!(
-            occ(&HOPPER, k(128, 32, 0, 232_448)),
+            occ(&hopper(), k(128, 32, 0, 232_448)),
             (1, Limit::SharedMemory)
         );
         assert_eq!(
-            occ(&HOPPER, k(128, 32, 0, 232_449)),
+            occ(&hopper(), k(128, 32, 0, 232_449)),
             (0, Limit::PerBlockLimit)
         );
         assert_eq!(
-            occ(&HOPPER, k(128, 32, 48 * 1024, 232_448 - 48 * 1024)),
+            occ(&hopper(), k(128, 32, 48 * 1024, 232_448 - 48 * 1024)),
             (1, Limit::SharedMemory)
         );
         assert_eq!(
-            occ(&HOPPER, k(128, 32, 48 * 1024, 232_448 - 48 * 1024 + 1)),
+            occ(&hopper(), k(128, 32, 48 * 1024, 232_448 - 48 * 1024 + 1)),
             (0, Limit::PerBlockLimit)
         );
         // 128-byte granularity: 6272 + 1024 = 7296 -> 32 blocks; 6273 rounds to 6400 -> 31.
-        assert_eq!(occ(&HOPPER, k(32, 16, 0, 6272)), (32, Limit::Blocks));
-        assert_eq!(occ(&HOPPER, k(32, 16, 0, 6273)), (31, Limit::SharedMemory));
+        assert_eq!(occ(&hopper(), k(32, 16, 0, 6272)), (32, Limit::Blocks));
+        assert_eq!(
+            occ(&hopper(), k(32, 16, 0, 6273)),
+            (31, Limit::SharedMemory)
+        );
         // 1 byte of shared memory costs 128 + 1024 reserved.
-        assert_eq!(occ(&HOPPER, k(32, 16, 0, 1)), (32, Limit::Blocks));
+        assert_eq!(occ(&hopper(), k(32, 16, 0, 1)), (32, Limit::Blocks));
         // 48 KiB static: (49152 + 1024) -> 4 blocks of 233,472.
-        assert_eq!(occ(&HOPPER, k(64, 32, 49_152, 0)), (4, Limit::SharedMemory));
+        assert_eq!(
+            occ(&hopper(), k(64, 32, 49_152, 0)),
+            (4, Limit::SharedMemory)
+        );
         // Ada: 99 KiB opt-in; 100 KiB per SM holds one such block.
         assert_eq!(occ(&ADA, k(256, 32, 0, 101_376)), (1, Limit::SharedMemory));
         assert_eq!(
@@ -394,7 +399,7 @@ mod tests {
         assert_eq!(occ(&ADA, k(256, 32, 0, 0)), (6, Limit::Warps));
         assert_eq!(occ(&ADA, k(33, 32, 0, 0)), (24, Limit::Blocks));
         // The wide/tiled recurrences' nominal 256 x 96 give 2 blocks everywhere.
-        for facts in [&HOPPER, &ADA, &TURING] {
+        for facts in [&hopper(), &ADA, &TURING] {
             assert_eq!(blocks_per_sm(facts, &k(256, 96, 16384, 0)).blocks_per_sm, 2);
         }
     }
@@ -407,20 +412,24 @@ mod tests {
             k(32, 256, 0, 0),
             k(32, 32, u32::MAX, 1),
         ] {
-            assert_eq!(occ(&HOPPER, usage), (0, Limit::PerBlockLimit), "{usage:?}");
+            assert_eq!(
+                occ(&hopper(), usage),
+                (0, Limit::PerBlockLimit),
+                "{usage:?}"
+            );
         }
         // Shared memory within opt-in but beyond the SM (a mock device) gives 0 by shared memory.
         let odd = DeviceFacts {
             shared_bytes_per_sm: 1000,
-            ..HOPPER
+            ..hopper()
         };
         assert_eq!(occ(&odd, k(32, 32, 0, 1000)), (0, Limit::SharedMemory));
     }
 
     #[test]
     fn co_resident_blocks_multiply_by_sms() {
-        let o = blocks_per_sm(&HOPPER, &k(256, 96, 0, 0));
-        assert_eq!(o.co_resident_blocks(HOPPER.sm_count), 264);
+        let o = blocks_per_sm(&hopper(), &k(256, 96, 0, 0));
+        assert_eq!(o.co_resident_blocks(hopper().sm_count), 264);
         let huge = Occupancy {
             blocks_per_sm: u32::MAX,
             limited_by: Limit::Blocks,
@@ -428,7 +437,10 @@ mod tests {
         assert!(huge.co_resident_blocks(u32::MAX) > 0);
         assert_eq!(registers_per_warp(&k(32, 255, 0, 0)), 8192);
         assert_eq!(registers_per_warp(&k(32, 72, 0, 0)), 2304);
-        assert_eq!(shared_bytes_per_block(&HOPPER, &k(32, 0, 0, 0)), Some(1024));
+        assert_eq!(
+            shared_bytes_per_block(&hopper(), &k(32, 0, 0, 0)),
+            Some(1024)
+        );
         assert_eq!(shared_bytes_per_block(&TURING, &k(32, 0, 0, 1)), Some(256));
     }
 }
