@@ -66,3 +66,13 @@ __device__ __forceinline__ bl_u64 bl_globaltimer_ns() {
 __device__ __forceinline__ bl_u32 bl_bit_reverse(bl_u32 x, int bits) {
     return __brev(x) >> (32 - bits);
 }
+
+// The integer square root of n >= 0 (the largest r with r * r <= n), at compile time: the side
+// of a square thread grid.
+constexpr int bl_isqrt(int n) {
+    int r = 0;
+    while ((r + 1) * (r + 1) <= n) {
+        ++r;
+    }
+    return r;
+}

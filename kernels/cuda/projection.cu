@@ -46,14 +46,6 @@ struct bl_projection_params {
 };
 static_assert(sizeof(bl_projection_params) == 48, "mirrors bilstm_kernels::params::ProjectionParams");
 
-constexpr int bl_isqrt(int n) {
-    int r = 0;
-    while ((r + 1) * (r + 1) <= n) {
-        ++r;
-    }
-    return r;
-}
-
 // Threads per tile edge and the float4 width of each thread's output groups.
 constexpr int BL_PROJ_SIDE = bl_isqrt(BILSTM_BLOCK_THREADS);
 constexpr int BL_PROJ_VEC = 4;

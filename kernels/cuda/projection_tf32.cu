@@ -71,14 +71,6 @@ struct bl_projection_tf32_params {
 };
 static_assert(sizeof(bl_projection_tf32_params) == 56, "mirrors bilstm_kernels::params::ProjectionTf32Params");
 
-constexpr int bl_tf32_isqrt(int n) {
-    int r = 0;
-    while ((r + 1) * (r + 1) <= n) {
-        ++r;
-    }
-    return r;
-}
-
 // The mma.sync shape (a fact of the instruction, not a tuning choice).
 constexpr int BL_MMA_M = 16;
 constexpr int BL_MMA_N = 8;
@@ -90,7 +82,7 @@ constexpr int BL_TF32_KT = BILSTM_PROJ_TF32_K_TILE;
 constexpr int BL_TF32_LD = BILSTM_PROJ_TF32_ROW_FLOATS;
 constexpr int BL_TF32_WARPS = BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS;
 // Square warp tiles: (ROWS / WS) * (COLS / WS) warps.
-constexpr int BL_TF32_WS = bl_tf32_isqrt(BL_TF32_ROWS * BL_TF32_COLS / BL_TF32_WARPS);
+constexpr int BL_TF32_WS = bl_isqrt(BL_TF32_ROWS * BL_TF32_COLS / BL_TF32_WARPS);
 constexpr int BL_TF32_WARPS_M = BL_TF32_ROWS / BL_TF32_WS;
 constexpr int BL_TF32_WARPS_N = BL_TF32_COLS / BL_TF32_WS;
 constexpr int BL_TF32_MT = BL_TF32_WS / BL_MMA_M;  // mma tiles per warp, down
