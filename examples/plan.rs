@@ -106,9 +106,17 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, ArgError> {
     }))
 }
 
-/// The schedule column: tiles and launches, or the resident grid.
+/// The schedule column: tiles and launches, or the resident or cluster grid.
 fn schedule(plan: &Plan) -> String {
     match plan.schedule.choice {
+        RecurrenceSchedule::Cluster(s) => format!(
+            "{}-CTA clusters x{}, {} per wave, {} wave{}",
+            s.cluster_size,
+            s.clusters(),
+            s.clusters_per_wave,
+            s.waves,
+            if s.waves == 1 { "" } else { "s" }
+        ),
         RecurrenceSchedule::Resident { grid_blocks } => {
             format!(
                 "grid of {grid_blocks} blocks, {} resident at once",

@@ -12,8 +12,11 @@
 #   kernels      GPU tests: wide vs tiled vs resident bit identity (batches 1..64, 589 frames),
 #                both projection tiles, accuracy per kind, dirty workspaces, schedules, graph
 #                replay vs eager, overrides
+#   numerics     GPU test: today's gate math vs the previous one on all 2^32 floats (same bits)
 #   bench        bench: each recurrence kind forced at batches 1,2,8,9,32,64,128,256,1024 (FP32),
-#                both FP32 projection tiles, and TF32 math (JSON lines; eager and graph replay)
+#                both FP32 projection tiles, and TF32 math (JSON lines; eager and graph replay);
+#                then --phases at batches 1 and 32 (per-layer projection / recurrence ms)
+#   phases       GPU test: per-phase timing is positive, fits in the pass, survives capture
 #   cudnn        cudnn_baseline.py at the same batches, FP32 and TF32, right after the bench
 #   memcheck / synccheck / racecheck   compute-sanitizer on gpu_sanitize (a small pass of each
 #                recurrence kernel, wide, tiled, resident, and a graph replay) and on the TF32
@@ -22,6 +25,7 @@
 #   accuracy     GPU tests: vs the f64 reference (batches 1..64 at 589 frames, frames 1/2/17), vs CPU
 #   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
 #   tf32         GPU tests of the TF32 projection (when built)
+#   tf32x3       GPU tests of the 3xTF32 (FP32-accurate) projection (when built)
 #   cpu-unit / nvrtc / unavailable   the library's unit tests, NVRTC compile + ptxas, no-GPU test
 # Then a summary: one line per group (status, seconds, log), the timing table per kernel and
 # batch with cuDNN's figures from the same call and the ratios.
@@ -126,14 +130,17 @@ if grep -q "core occupancy disagrees\|OccupancyMismatch\|occupancy of bilstm\|dr
     note "!!! core occupancy disagrees with the driver: later groups run with BILSTM_OCCUPANCY_CHECK=warn"
 fi
 run_group kernels 150 "$tests_filter|wide|tiled|resident" "$bin/gpu_kernels" "${gpu_flags[@]}"
+run_group numerics 60 "$tests_filter|mismatches|sweep of" "$bin/gpu_numerics" "${gpu_flags[@]}"
 
 # --- bench and cuDNN, in the same call ---------------------------------------------------
 sweep=1,2,8,9,32,64,128,256,1024
-run_group bench 170 '"error"|^Error' bash -c "
-    '$bin/bench' --batches $sweep --kinds wide,tiled,resident --tiles auto --maths fp32 --iters 20 --case-ms 700 &&
-    '$bin/bench' --batches $sweep --kinds auto --tiles small,large --maths fp32 --iters 20 --case-ms 700 --no-graph &&
-    '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700"
+run_group bench 330 '"error"|^Error' bash -c "
+    '$bin/bench' --batches $sweep --kinds auto,resident,cluster2,cluster4,cluster2w2,wide,tiled --tiles auto --maths fp32 --iters 20 --case-ms 700 &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles small,large,3xtf32 --maths fp32 --iters 20 --case-ms 700 --no-graph &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700 &&
+    '$bin/bench' --batches 1,32 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
 grep -E '^\{' "$out/bench.log" >"$out/bench.jsonl" 2>/dev/null
+run_group phases 60 "$tests_filter|batch .*pass|layer|all " "$bin/gpu_phases" "${gpu_flags[@]}"
 if command -v python3 >/dev/null 2>&1; then
     run_group cudnn 150 '^torch|Error|error' python3 "$here/cudnn_baseline.py" --batches "$sweep" --maths fp32,tf32 \
         --reps 20 --json "$out/cudnn.json"
@@ -153,6 +160,11 @@ if [ -n "$sanitizer" ]; then
                 env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
                 "$bin/gpu_tf32" "${gpu_flags[@]}" small_tf32_pass_for_sanitizers
         fi
+        if [ -x "$bin/gpu_tf32x3" ]; then
+            run_group "$tool-tf32x3" 60 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
+                env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
+                "$bin/gpu_tf32x3" "${gpu_flags[@]}" small_tf32x3_pass_for_sanitizers
+        fi
     done
 else
     summary+=("sanitizers   SKIPPED (compute-sanitizer not found)")
@@ -164,6 +176,9 @@ run_group accuracy 120 "$tests_filter" "$bin/gpu_accuracy" "${gpu_flags[@]}"
 run_group determinism 120 "$tests_filter" "$bin/gpu_determinism" "${gpu_flags[@]}"
 if [ -x "$bin/gpu_tf32" ]; then
     run_group tf32 90 "$tests_filter|tf32" "$bin/gpu_tf32" "${gpu_flags[@]}"
+fi
+if [ -x "$bin/gpu_tf32x3" ]; then
+    run_group tf32x3 150 "$tests_filter|3xtf32" "$bin/gpu_tf32x3" "${gpu_flags[@]}"
 fi
 
 # --- CPU-side tests, cheap, last ---------------------------------------------------------
@@ -200,40 +215,52 @@ def ms(d, key="median_ms"):
     return "%.3f" % d[key] if d and d.get(key) is not None else "-"
 cases = {}
 for r in rows:
-    if "batch" not in r:
-        continue
+    if "batch" not in r or r.get("phases"):
+        continue  # the --phases passes are timed apart; their rows would shadow the plain ones
     key = (r["math"], r["kind"], r["tile"], r["batch"])
     cases[key] = r
     if "error" in r:
         print("  ERROR %s %s %s batch %d: %s" % key + (r["error"],))
 batches = sorted({k[3] for k in cases})
-print("--- ms per forward (forward_device, median; graph replay in brackets) and cuDNN, same call:")
-print("  %5s | %-17s %-17s %-17s | %-8s %-8s | %-15s %-15s | %s" % (
-    "batch", "wide", "tiled", "resident", "fp32 64", "fp32 128", "cuDNN fp32", "cuDNN tf32",
-    "cuDNN fp32/best, tf32 ours/cuDNN"))
+kinds = ("auto", "resident", "cluster2", "cluster4", "cluster2w2", "wide", "tiled")
+def cell(r):
+    return "%s [%s]" % (ms(r), ms(r, "graph_median_ms")) if r else "-"
+print("--- FP32 ms per forward (forward_device, median; graph replay in brackets), each kind forced; auto = the plan's choice:")
+print("  %5s | " % "batch" + " ".join("%-17s" % k for k in kinds))
 for b in batches:
-    cell = {}
-    for kind in ("wide", "tiled", "resident"):
-        r = cases.get(("fp32", kind, "auto", b))
-        cell[kind] = "%s [%s]" % (ms(r), ms(r, "graph_median_ms")) if r else "-"
+    print("  %5d | " % b + " ".join("%-17s" % cell(cases.get(("fp32", k, "auto", b))) for k in kinds))
+print("--- projection tiles (auto recurrence, no graph), TF32 mode, and cuDNN in the same call; ratios = cuDNN / ours (auto plan):")
+print("  %5s | %-8s %-8s %-8s | %-17s | %-15s %-15s | %s" % (
+    "batch", "fp32 64", "fp32 128", "3xtf32", "tf32 auto", "cuDNN fp32", "cuDNN tf32", "fp32 eager, fp32 graph, tf32 eager"))
+for b in batches:
     small = cases.get(("fp32", "auto", "small", b))
     large = cases.get(("fp32", "auto", "large", b))
+    x3 = cases.get(("fp32", "auto", "3xtf32", b))
+    auto = cases.get(("fp32", "auto", "auto", b))
+    tf = cases.get(("tf32", "auto", "auto", b))
     c32 = cudnn.get(("fp32", b))
     c16 = cudnn.get(("tf32", b))
-    tf = cases.get(("tf32", "auto", "auto", b))
-    best = min([cases[("fp32", k, "auto", b)]["median_ms"] for k in ("wide", "tiled", "resident")
-                if ("fp32", k, "auto", b) in cases and "median_ms" in cases[("fp32", k, "auto", b)]] or [float("nan")])
-    ratio = "%.2fx" % (c32["ms"] / best) if c32 and c32.get("ms") else "-"
-    tfr = "%.2fx" % (c16["ms"] / tf["median_ms"]) if c16 and c16.get("ms") and tf and "median_ms" in tf else "-"
-    print("  %5d | %-17s %-17s %-17s | %-8s %-8s | %-15s %-15s | %s, tf32 %s" % (
-        b, cell["wide"], cell["tiled"], cell["resident"], ms(small), ms(large),
+    def ratio(c, ckey, r, rkey):
+        try:
+            return "%.2fx" % (c[ckey] / r[rkey])
+        except (TypeError, KeyError, ZeroDivisionError):
+            return "-"
+    print("  %5d | %-8s %-8s %-8s | %-17s | %-15s %-15s | %s, %s, %s" % (
+        b, ms(small), ms(large), ms(x3), cell(tf),
         "%s [%s]" % (ms(c32, "ms"), ms(c32, "graph_ms")) if c32 else "-",
-        "%s [%s]" % (ms(c16, "ms"), ms(c16, "graph_ms")) if c16 else "-", ratio, tfr))
+        "%s [%s]" % (ms(c16, "ms"), ms(c16, "graph_ms")) if c16 else "-",
+        ratio(c32, "ms", auto, "median_ms"), ratio(c32, "graph_ms", auto, "graph_median_ms"),
+        ratio(c16, "ms", tf, "median_ms")))
+for r in rows:
+    if r.get("phases"):
+        print("  phases %s %s batch %d (ms per layer, projection / recurrence): %s" % (
+            r["math"], r.get("recurrence", r["kind"]), r["batch"], "  ".join(
+                "L%d %.3f / %.3f" % (p["layer"], p["projection_ms"], p["recurrence_ms"])
+                for p in r["phases"])))
 for b in batches:
-    r = cases.get(("fp32", "resident", "auto", b))
+    r = cases.get(("fp32", "auto", "auto", b))
     if r and "us_per_step" in r:
-        print("  resident batch %d: %.3f us/step, %s" % (b, r["us_per_step"], r.get("schedule", "")[:90]))
-        break
+        print("  auto batch %d: %.3f us/step, %s" % (b, r["us_per_step"], r.get("schedule", "")[:110]))
 PY
     fi
     echo "logs: $out"

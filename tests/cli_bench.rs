@@ -100,3 +100,31 @@ fn one_line_per_batch_and_a_table_without_json() {
     assert!(lines[0].contains("ms/forward") && lines[0].contains("windows/s"));
     assert!(lines[1].trim_start().starts_with("1  cpu"), "{}", lines[1]);
 }
+
+#[test]
+fn phases_on_the_cpu_backend_is_a_note_and_changes_nothing() {
+    let run = bilstm(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--batches",
+        "1",
+        "--frames",
+        "7",
+        "--iters",
+        "2",
+        "--json",
+        "--phases",
+    ])
+    .ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert!(v.get("phases").is_none(), "{}", lines[0]);
+    assert!(
+        run.stderr
+            .contains("per-phase timing needs the CUDA backend"),
+        "{}",
+        run.stderr
+    );
+}

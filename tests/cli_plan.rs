@@ -167,3 +167,48 @@ fn devices_lists_the_table_names() {
         odd.stdout
     );
 }
+
+#[test]
+fn explain_says_why_cluster_and_recurrence_can_be_forced() {
+    let run = bilstm(&["plan", "--device", "h200", "--batch", "32", "--explain"]).ok();
+    assert!(
+        run.stdout
+            .contains("    recurrence: cluster: 2-CTA clusters, 64 clusters"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("(estimate, an upper bound)"),
+        "{}",
+        run.stdout
+    );
+    let run = bilstm(&[
+        "plan",
+        "--device",
+        "all",
+        "--batch",
+        "32",
+        "--recurrence",
+        "cluster4",
+        "--explain",
+    ])
+    .ok();
+    assert!(
+        row(&run.stdout, "h200").contains("4-CTA clusters x64"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        row(&run.stdout, "a100").contains("no plan"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("recurrence: cluster: 4-CTA clusters forced by override"),
+        "{}",
+        run.stdout
+    );
+    bilstm(&["plan", "--device", "h200", "--recurrence", "cluster8"])
+        .fails(2, &["unknown recurrence", "cluster4"]);
+}

@@ -4,31 +4,39 @@
 //!
 //! ```text
 //! cargo run --release -p bilstm-cuda --example bench -- --batches 1,32,256
-//!     [--kinds auto,wide,tiled,resident] [--tiles auto,small,large,tf32] [--maths fp32,tf32]
-//!     [--frames 589] [--iters 30] [--warmup 3] [--case-ms 1500] [--no-graph] [--host]
+//!     [--kinds auto,wide,tiled,resident,cluster,cluster2,cluster4]
+//!     [--tiles auto,small,large,tf32,3xtf32] [--maths fp32,tf32]
+//!     [--frames 589] [--iters 30] [--warmup 3] [--case-ms 1500] [--no-graph] [--host] [--phases]
 //! ```
 //!
 //! Weights: the built-in model (U(-0.3, 0.3)); inputs: seeded standard normal (non-zero).
 //! A case forces its kind and tile through `CudaBackend::set_overrides` (`auto`: the plan's
-//! own choice); a combination the device cannot run prints a line with its `"error"`. Each
+//! own choice; `cluster2`/`cluster4`: the cluster kind with that cluster size, `cluster`: the
+//! size by the plan's rule); a combination the device cannot run prints a line with its
+//! `"error"`. Each
 //! figure is the median of the timed passes after `--warmup` passes; a pass's time runs from
 //! an event recorded before the pass to one recorded after it (the pass ends with the 16-byte
 //! read of the kernels' error words after a cooperative recurrence, included). Passes per case:
 //! `--iters`, fewer when one pass is long (at least 3, about `--case-ms` in all). Unless
 //! `--no-graph`, the same pass is also captured in a CUDA graph and its replays timed
 //! (`graph_median_ms`). `--host` adds the host forward (upload, pass, download), wall clock.
+//! `--phases` adds, per layer, the median projection and recurrence time of separate
+//! phase-timed passes (`bilstm_cuda::phases`; key `"phases"`: a list of `{"layer",
+//! "projection_ms", "recurrence_ms"}`) and prints a table per case after all JSON lines.
 
 use std::time::Instant;
 
 use bilstm_core::owned::{OwnedStack, random_input};
+use bilstm_core::plan::ForcedRecurrence;
 use bilstm_core::{Backend, BackendConfig, MathMode};
-use bilstm_cuda::{CudaBackend, CudaError, Overrides, ProjectionTile, RecurrenceKind};
+use bilstm_cuda::phases::{phases_json, phases_table, time_phases};
+use bilstm_cuda::{CudaBackend, CudaError, LayerPhases, Overrides, ProjectionTile};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
 
 struct Args {
     batches: Vec<usize>,
-    kinds: Vec<Option<RecurrenceKind>>,
+    kinds: Vec<ForcedRecurrence>,
     tiles: Vec<Option<ProjectionTile>>,
     maths: Vec<MathMode>,
     frames: usize,
@@ -37,6 +45,7 @@ struct Args {
     case_ms: f64,
     graph: bool,
     host: bool,
+    phases: bool,
 }
 
 fn list<T>(flag: &str, value: &str, one: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
@@ -47,9 +56,13 @@ fn list<T>(flag: &str, value: &str, one: impl Fn(&str) -> Option<T>) -> Result<V
 }
 
 fn parse() -> Result<Args, String> {
+    parse_from(std::env::args().skip(1))
+}
+
+fn parse_from(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
         batches: vec![1, 32, 256],
-        kinds: vec![None],
+        kinds: vec![ForcedRecurrence::default()],
         tiles: vec![None],
         maths: vec![MathMode::Fp32],
         frames: 589,
@@ -58,8 +71,8 @@ fn parse() -> Result<Args, String> {
         case_ms: 1500.0,
         graph: true,
         host: false,
+        phases: false,
     };
-    let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         match flag.as_str() {
             "--no-graph" => {
@@ -70,27 +83,24 @@ fn parse() -> Result<Args, String> {
                 a.host = true;
                 continue;
             }
+            "--phases" => {
+                a.phases = true;
+                continue;
+            }
             _ => {}
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
         match flag.as_str() {
             "--batches" => a.batches = list(&flag, &value, |v| v.parse().ok())?,
-            "--kinds" => {
-                a.kinds = list(&flag, &value, |v| match v {
-                    "auto" => Some(None),
-                    "wide" => Some(Some(RecurrenceKind::Wide)),
-                    "tiled" => Some(Some(RecurrenceKind::Tiled)),
-                    "resident" => Some(Some(RecurrenceKind::Resident)),
-                    _ => None,
-                })?
-            }
+            "--kinds" => a.kinds = list(&flag, &value, ForcedRecurrence::parse)?,
             "--tiles" | "--tile" => {
                 a.tiles = list(&flag, &value, |v| match v {
                     "auto" => Some(None),
                     "small" => Some(Some(ProjectionTile::Small64)),
                     "large" => Some(Some(ProjectionTile::Large128)),
                     "tf32" => Some(Some(ProjectionTile::Tf32)),
+                    "3xtf32" => Some(Some(ProjectionTile::Tf32x3)),
                     _ => None,
                 })?
             }
@@ -146,8 +156,8 @@ fn time_passes(
     Ok(times)
 }
 
-fn kind_name(k: Option<RecurrenceKind>) -> String {
-    k.map_or("auto".into(), |k| k.to_string())
+fn kind_name(k: ForcedRecurrence) -> String {
+    k.to_string()
 }
 
 fn tile_name(t: Option<ProjectionTile>) -> &'static str {
@@ -156,6 +166,7 @@ fn tile_name(t: Option<ProjectionTile>) -> &'static str {
         Some(ProjectionTile::Small64) => "small",
         Some(ProjectionTile::Large128) => "large",
         Some(ProjectionTile::Tf32) => "tf32",
+        Some(ProjectionTile::Tf32x3) => "3xtf32",
     }
 }
 
@@ -175,26 +186,27 @@ fn json_str(s: &str) -> String {
 }
 
 struct Case {
-    kind: Option<RecurrenceKind>,
+    kind: ForcedRecurrence,
     tile: Option<ProjectionTile>,
     batch: usize,
 }
 
-/// Runs one case; returns the JSON fields after the case's own.
+/// Runs one case; returns the JSON fields after the case's own, and the phases with
+/// `--phases`.
 fn run_case(
     gpu: &mut CudaBackend,
     args: &Args,
     case: &Case,
     events: &(CudaEvent, CudaEvent),
-) -> Result<String, CudaError> {
+) -> Result<(String, Option<Vec<LayerPhases>>), CudaError> {
     let shape = gpu
         .config()
         .ok_or(bilstm_core::CoreError::NotPrepared)?
         .shape;
-    gpu.set_overrides(Overrides {
-        recurrence: case.kind,
+    gpu.set_overrides(case.kind.apply(Overrides {
         projection: case.tile,
-    })?;
+        ..Overrides::default()
+    }))?;
     let batch = case.batch;
     let stream = gpu.stream().clone();
     let input = random_input(&shape, batch, 1);
@@ -220,6 +232,14 @@ fn run_case(
     let max = times.iter().copied().fold(0.0, f64::max);
     let med = median(&mut times);
     let mut extra = String::new();
+    // Phase-timed passes are separate from the timed ones above (their events cost a little).
+    let phases = if args.phases {
+        let p = time_phases(gpu, batch, iters, 1)?;
+        extra.push_str(&format!(",\"phases\":{}", phases_json(&p)));
+        Some(p)
+    } else {
+        None
+    };
     if args.graph {
         let g_out = stream
             .alloc_zeros::<f32>(out_len)
@@ -248,7 +268,7 @@ fn run_case(
         ));
     }
     let steps = (shape.layers * shape.frames) as f64;
-    Ok(format!(
+    let fields = format!(
         "\"recurrence\":\"{}\",\"projection_tile\":\"{}\",\"median_ms\":{med:.4},\"min_ms\":{min:.4},\"max_ms\":{max:.4},\"iters\":{iters},\"us_per_step\":{:.4},\"windows_per_s\":{:.1},\"co_resident_blocks\":{},\"schedule\":{}{extra}",
         s.recurrence,
         tile_name(Some(s.projection_tile)),
@@ -256,7 +276,8 @@ fn run_case(
         batch as f64 * 1e3 / med,
         s.co_resident_blocks,
         json_str(&s.plan.schedule.reason.to_string()),
-    ))
+    );
+    Ok((fields, phases))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -278,6 +299,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(driver("event"))?,
     );
+    let mut tables = Vec::new();
     for &math in &args.maths {
         gpu.set_overrides(Overrides::default())?;
         gpu.prepare(
@@ -300,12 +322,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         shape.frames
                     );
                     match run_case(&mut gpu, &args, &case, &events) {
-                        Ok(fields) => println!("{{{head},{fields}}}"),
+                        Ok((fields, phases)) => {
+                            println!("{{{head},{fields}}}");
+                            if let Some(p) = phases {
+                                let title = format!(
+                                    "phases (median ms per layer): {math}, kind {}, tile {}, batch {batch}",
+                                    kind_name(kind),
+                                    tile_name(tile)
+                                );
+                                tables.push(phases_table(&title, &p));
+                            }
+                        }
                         Err(e) => println!("{{{head},\"error\":{}}}", json_str(&e.to_string())),
                     }
                 }
             }
         }
+    }
+    for t in &tables {
+        println!("{t}");
     }
     if let Some(resources) = gpu.kernel_resources() {
         for r in resources {
@@ -323,4 +358,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Result<Args, String> {
+        parse_from(v.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn phases_is_a_flag_off_by_default() {
+        let a = args(&["--batches", "1,32", "--phases", "--no-graph"]).unwrap();
+        assert!(a.phases && !a.graph);
+        assert_eq!(a.batches, vec![1, 32]);
+        assert!(!args(&["--batches", "1"]).unwrap().phases);
+        assert!(args(&["--phase"]).is_err());
+    }
 }

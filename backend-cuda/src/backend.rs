@@ -24,6 +24,9 @@
 //!      directions' output);
 //!    - resident: one ordinary launch of `2 * batch` blocks on the main stream (both
 //!      directions; no exchange, no clear, no side stream);
+//!    - cluster: the error words cleared once per pass, then per layer one cluster launch of
+//!      `2 * batch` clusters on the main stream (both directions; no exchange, no side
+//!      stream);
 //! 4. download the output (host forward), synchronise; after a cooperative pass read the error
 //!    words: a kernel that gave up waiting for a partner becomes [`CudaError::PartnerLost`].
 //!
@@ -55,6 +58,7 @@ use crate::device::{Device, DeviceInfo, KernelResources, Kernels};
 use crate::error::CudaError;
 use crate::launch::coop::CoopArgs;
 use crate::launch::projection::ProjectionArgs;
+use crate::launch::recurrence_cluster::ClusterArgs;
 use crate::launch::recurrence_resident::ResidentArgs;
 use crate::launch::{self, Span};
 
@@ -74,7 +78,8 @@ pub struct StallInjection {
     pub layer: usize,
     /// Its direction.
     pub direction: Direction,
-    /// The block index in that direction's first launch.
+    /// The block index in that direction's first launch; for the cluster recurrence (one launch
+    /// per layer, both directions) the CTA index in the layer's launch, whatever `direction`.
     pub block: u32,
 }
 
@@ -108,6 +113,14 @@ impl ForwardSummary {
                 tiles: grid_blocks / 2,
                 concurrent: true,
                 tiles_per_launch: grid_blocks / 2,
+            },
+            RecurrenceSchedule::Cluster(c) => CoopSchedule {
+                kind: RecurrenceKind::Cluster,
+                tile_height: 1,
+                blocks_per_tile: 2 * c.cluster_size,
+                tiles: c.clusters() / 2,
+                concurrent: true,
+                tiles_per_launch: c.clusters() / 2,
             },
         };
         ForwardSummary {
@@ -214,6 +227,8 @@ pub struct CudaBackend {
     // Field order is drop order: buffers and events before the kernels, both before the
     // device (context and streams).
     prepared: Option<Prepared>,
+    /// Per-phase timing events (crate::phases), inert unless turned on.
+    pub(crate) phases: crate::phases::PhaseTimer,
     kernels: Option<Kernels>,
     device: Device,
     spin_timeout: Duration,
@@ -253,6 +268,7 @@ impl CudaBackend {
         let device = Device::open(ordinal)?;
         Ok(CudaBackend {
             prepared: None,
+            phases: crate::phases::PhaseTimer::default(),
             kernels: None,
             device,
             spin_timeout: spin_timeout_from_env(),
@@ -374,7 +390,8 @@ impl CudaBackend {
     /// wrapper over [`CudaBackend::set_overrides`] that checks nothing now (a forced tile that
     /// cannot run makes the next forward pass fail with [`CoreError::ForcedChoice`]). Both FP32
     /// tiles give the same bits; [`ProjectionTile::Tf32`] runs the TF32 tensor-core projection
-    /// (`MathMode::Tf32` only).
+    /// (`MathMode::Tf32` only); [`ProjectionTile::Tf32x3`] the FP32-accurate 3xTF32 one
+    /// (compute capability 8.0 or later, either mode; its own bits).
     pub fn set_projection_tile(&mut self, tile: Option<ProjectionTile>) {
         self.overrides.projection = tile;
     }
@@ -666,9 +683,9 @@ impl CudaBackend {
                 let layout = match s.kind {
                     RecurrenceKind::Wide => ExchangeLayout::wide(s.tile_height, s.tiles)?,
                     RecurrenceKind::Tiled => ExchangeLayout::tiled(s.tiles)?,
-                    RecurrenceKind::Resident => {
+                    RecurrenceKind::Resident | RecurrenceKind::Cluster => {
                         return Err(CudaError::Internal {
-                            what: "a cooperative schedule of the resident kind".into(),
+                            what: format!("a cooperative schedule of the {} kind", s.kind),
                         });
                     }
                 };
@@ -692,6 +709,18 @@ impl CudaBackend {
                 Some((s, layout))
             }
             RecurrenceSchedule::Resident { .. } => None,
+            RecurrenceSchedule::Cluster(_) => {
+                // No exchange: only the error words a lost partner would report in.
+                launch::clear::launch(
+                    k.get(KernelId::Clear)?,
+                    main,
+                    exchange,
+                    0,
+                    error,
+                    ERROR_WORDS,
+                )?;
+                None
+            }
         };
 
         let rows = bilstm_core::error::checked_mul(batch, shape.frames, "forward rows")?;
@@ -700,6 +729,7 @@ impl CudaBackend {
             ProjectionTile::Small64 => KernelId::ProjectionSmall,
             ProjectionTile::Large128 => KernelId::ProjectionLarge,
             ProjectionTile::Tf32 => KernelId::ProjectionTf32,
+            ProjectionTile::Tf32x3 => KernelId::ProjectionTf32x3,
         })?;
         let weights = span(&b.weights, main);
         let proj = span(&b.proj, main);
@@ -733,7 +763,8 @@ impl CudaBackend {
                     .offset(at, 4)
                     .ok_or_else(|| missing("a tensor inside the buffer"))
             };
-            // The TF32 kernel reads the gate-major TF32-rounded weights, the FP32 ones K-major.
+            // The TF32 kernel reads the gate-major TF32-rounded weights, the FP32 SIMT and 3xTF32
+            // ones the K-major FP32 weights.
             let weights_of = |d: usize| {
                 piece(if tile.is_tf32() {
                     offsets[d].input_tf32
@@ -749,17 +780,44 @@ impl CudaBackend {
                 rows,
                 in_width: width,
             };
+            self.phases.layer_start(layer, main)?;
+            let cc = self.device.info.facts.compute_capability;
             if tile.is_tf32() {
-                let cc = self.device.info.facts.compute_capability;
                 launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
+            } else if tile == ProjectionTile::Tf32x3 {
+                launch::projection_tf32x3::launch(proj_fn, main, cc, &args)?;
             } else {
                 launch::projection::launch(proj_fn, main, tile, &args)?;
             }
+            self.phases.projected(layer, main)?;
             let proj_of = |d: Direction| {
                 proj.offset(d.index() * b.proj_direction_stride, 4)
                     .ok_or_else(|| missing("the projection's reverse half"))
             };
 
+            if let Some(cluster) = plan.schedule.choice.cluster() {
+                let id = cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?;
+                let stall_cta = self.stall.filter(|s| s.layer == layer).map(|s| s.block);
+                launch::recurrence_cluster::launch(
+                    id.kernel(),
+                    k.get(id)?,
+                    main,
+                    &ClusterArgs {
+                        proj: [proj_of(Direction::Forward)?, proj_of(Direction::Reverse)?],
+                        recurrent: [piece(offsets[0].recurrent)?, piece(offsets[1].recurrent)?],
+                        bias: [piece(offsets[0].bias)?, piece(offsets[1].bias)?],
+                        out,
+                        error,
+                        batch,
+                        frames: shape.frames,
+                        layer,
+                        spin_timeout_ns,
+                        max_active_clusters: k.max_active_clusters_of(id),
+                        stall_cta,
+                    },
+                )?;
+                continue;
+            }
             let Some((schedule, layout)) = coop else {
                 launch::recurrence_resident::launch(
                     k.get(KernelId::RecurrenceResident)?,
@@ -829,6 +887,7 @@ impl CudaBackend {
             main.wait(&st.side_done)
                 .map_err(CudaError::driver("joining the side stream"))?;
         }
+        self.phases.pass_end(shape.layers, main)?;
         Ok(())
     }
 
@@ -867,6 +926,14 @@ impl CudaBackend {
             }
             RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
             RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
+            RecurrenceKind::Cluster => match summary.plan.schedule.choice.cluster() {
+                Some(c) => {
+                    cluster_kernel(c.cluster_size, c.windows_per_cluster)?
+                        .kernel()
+                        .entry
+                }
+                None => "bilstm_recurrence_cluster",
+            },
         };
         let mut report = [0i32; ERROR_WORDS];
         self.device
@@ -900,7 +967,34 @@ fn real_resources(k: &Kernels) -> Option<plan::KernelResources> {
         projection_small: usage(KernelId::ProjectionSmall)?,
         projection_large: usage(KernelId::ProjectionLarge)?,
         projection_tf32: usage(KernelId::ProjectionTf32)?,
+        projection_tf32x3: usage(KernelId::ProjectionTf32x3)?,
+        cluster2: usage(KernelId::RecurrenceCluster2)?,
+        cluster4: usage(KernelId::RecurrenceCluster4)?,
+        // The two-window 2-CTA kernel shares the 2-CTA capacity: the smaller of the two figures.
+        max_active_clusters: [
+            Some(
+                k.max_active_clusters_of(KernelId::RecurrenceCluster2)
+                    .min(k.max_active_clusters_of(KernelId::RecurrenceCluster2W2)),
+            ),
+            Some(k.max_active_clusters_of(KernelId::RecurrenceCluster4)),
+        ],
     })
+}
+
+/// The cluster kernel of `size` CTAs per cluster running `windows` windows each.
+///
+/// # Errors
+/// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those of
+/// `bilstm_core::geometry::CLUSTER_SIZES` and `CLUSTER_MULTI_WINDOW_SIZE`).
+fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
+    match (size, windows) {
+        (2, 1) => Ok(KernelId::RecurrenceCluster2),
+        (4, 1) => Ok(KernelId::RecurrenceCluster4),
+        (2, 2) => Ok(KernelId::RecurrenceCluster2W2),
+        _ => Err(CudaError::Internal {
+            what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
+        }),
+    }
 }
 
 impl Backend for CudaBackend {
@@ -1031,6 +1125,11 @@ mod tests {
         let h200 = table::find("h200").unwrap().facts;
         let shape = StackShape::pyannote();
         let r = plan::KernelResources::nominal();
+        // An H200 without cluster launch, so that the resident kernel runs.
+        let h200 = bilstm_core::device::DeviceFacts {
+            max_cluster_size: 0,
+            ..h200
+        };
         let p = plan::select(&h200, &r, &shape, 33, MathMode::Fp32).unwrap();
         assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
         let s = ForwardSummary::of(p);
@@ -1046,6 +1145,8 @@ mod tests {
         let forced = Overrides {
             recurrence: Some(RecurrenceKind::Tiled),
             projection: None,
+            cluster_size: None,
+            cluster_windows: None,
         };
         let p = plan::select_with(&h200, &r, &shape, 33, MathMode::Fp32, &forced).unwrap();
         let s = ForwardSummary::of(p);

@@ -4,10 +4,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use bilstm_core::device::DeviceFacts;
-use bilstm_core::geometry::{
-    BLOCK_THREADS, PROJ_TF32_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
-};
+use bilstm_core::device::{DeviceFacts, PORTABLE_CLUSTER_SIZE};
 use bilstm_core::occupancy::{self, KernelUsage};
 use bilstm_kernels::KernelId;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -101,6 +98,12 @@ fn query_facts(ctx: &CudaContext) -> Result<DeviceFacts, CudaError> {
         )?,
         l2_bytes: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
         cooperative_launch: attribute(ctx, A::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0,
+        // The driver reports whether clusters launch, not their size limit: the portable one.
+        max_cluster_size: if attribute(ctx, A::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)? != 0 {
+            PORTABLE_CLUSTER_SIZE
+        } else {
+            0
+        },
     })
 }
 
@@ -169,20 +172,14 @@ impl Device {
     }
 }
 
-/// The block shape a kernel is launched with: threads per block and dynamic shared bytes.
+/// The block shape a kernel is launched with: threads per block and dynamic shared bytes, as
+/// its handle in `bilstm-kernels` states them.
 ///
 /// Every launch in `launch/` uses exactly these figures, and the occupancy checks below use
 /// them too, so core's calculator and the driver are compared on what really runs.
 pub const fn launch_shape(kernel: KernelId) -> (u32, u32) {
-    match kernel {
-        KernelId::RecurrenceResident => (RESIDENT_THREADS as u32, RESIDENT_SHARED_BYTES as u32),
-        KernelId::ProjectionTf32 => (BLOCK_THREADS as u32, PROJ_TF32_SHARED_BYTES as u32),
-        KernelId::Clear
-        | KernelId::ProjectionSmall
-        | KernelId::ProjectionLarge
-        | KernelId::RecurrenceWide
-        | KernelId::RecurrenceTiled => (BLOCK_THREADS as u32, 0),
-    }
+    let k = kernel.kernel();
+    (k.block_threads, k.dynamic_shared_bytes)
 }
 
 /// What one compiled kernel really uses on this device (from the driver's function
@@ -227,10 +224,21 @@ impl KernelResources {
 
 /// The loaded kernels of one device: every entry of [`bilstm_kernels::ALL`], with its real
 /// resources.
+/// The cluster kernels, whose co-resident clusters [`Kernels::load`] asks the driver for.
+const CLUSTER_KERNELS: [KernelId; 3] = [
+    KernelId::RecurrenceCluster2,
+    KernelId::RecurrenceCluster4,
+    KernelId::RecurrenceCluster2W2,
+];
+
 #[derive(Debug)]
+
 pub(crate) struct Kernels {
     functions: Vec<(KernelId, CudaFunction)>,
     pub resources: Vec<KernelResources>,
+    /// Clusters of each cluster kernel the device holds at once (`cuOccupancyMaxActiveClusters`),
+    /// in [`CLUSTER_KERNELS`] order; 0 where the device has no clusters.
+    pub max_active_clusters: [u32; CLUSTER_KERNELS.len()],
 }
 
 impl Kernels {
@@ -273,9 +281,27 @@ impl Kernels {
             functions.push((id, f));
             resources.push(r);
         }
+        let mut max_active_clusters = [0u32; CLUSTER_KERNELS.len()];
+        if device.info.facts.max_cluster_size > 0 {
+            for (slot, id) in max_active_clusters.iter_mut().zip(CLUSTER_KERNELS) {
+                let f = functions
+                    .iter()
+                    .find(|(k, _)| *k == id)
+                    .map(|(_, f)| f)
+                    .ok_or_else(|| CudaError::Internal {
+                        what: format!("kernel {id} is not loaded"),
+                    })?;
+                *slot = crate::launch::recurrence_cluster::max_active_clusters(
+                    id.kernel(),
+                    f,
+                    &device.main,
+                )?;
+            }
+        }
         Ok(Kernels {
             functions,
             resources,
+            max_active_clusters,
         })
     }
 
@@ -291,6 +317,16 @@ impl Kernels {
             .ok_or_else(|| CudaError::Internal {
                 what: format!("kernel {id} is not loaded"),
             })
+    }
+
+    /// Clusters of the cluster kernel `id` the device holds at once (0 for other kernels and on
+    /// devices without clusters).
+    pub(crate) fn max_active_clusters_of(&self, id: KernelId) -> u32 {
+        CLUSTER_KERNELS
+            .iter()
+            .zip(self.max_active_clusters)
+            .find(|(k, _)| **k == id)
+            .map_or(0, |(_, n)| n)
     }
 
     /// The resources of `id`.

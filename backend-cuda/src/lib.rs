@@ -26,6 +26,7 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub(crate) mod launch;
+pub mod phases;
 pub mod timing;
 
 pub use backend::{
@@ -38,3 +39,4 @@ pub use compile::{
 };
 pub use device::{DeviceInfo, KernelResources, MIN_COMPUTE_CAPABILITY, device_count, launch_shape};
 pub use error::CudaError;
+pub use phases::LayerPhases;

@@ -9,7 +9,7 @@ use bilstm_core::owned::random_input;
 use bilstm_core::{
     Backend, BackendConfig, BackendError, Direction, ErrorKind, MathMode, StackShape,
 };
-use bilstm_cuda::{CudaError, RecurrenceKind, StallInjection};
+use bilstm_cuda::{CudaError, Overrides, RecurrenceKind, StallInjection};
 use gpu_support::{INPUT_SEED, assert_same_bits, gpu, prepared, prepared_kind, run, stack};
 
 #[test]
@@ -61,19 +61,44 @@ fn a_lost_partner_ends_with_partner_lost_not_a_hang() {
     let st = stack(&shape);
     let batch = 20;
     let input = random_input(&shape, batch, INPUT_SEED);
-    // The cooperative kernels spin on partners; the resident one has none.
-    for (kind, kernel) in [
-        (RecurrenceKind::Wide, "bilstm_recurrence_wide"),
-        (RecurrenceKind::Tiled, "bilstm_recurrence_tiled"),
+    // The cooperative kernels spin on partners, the cluster kernel's CTAs wait for each other;
+    // the resident one has no partner. A cluster stall names a CTA of the layer's one launch:
+    // with 4-CTA clusters, CTA b runs cluster b / 4, whose direction is (b / 4) % 2.
+    let coop_stalls = [
+        (1, Direction::Reverse, 3),
+        (0, Direction::Forward, 17),
+        (3, Direction::Forward, 0),
+    ];
+    let cluster_stalls = [
+        (1, Direction::Reverse, 5),
+        (0, Direction::Forward, 17),
+        (3, Direction::Forward, 0),
+    ];
+    for (kind, kernel, stalls) in [
+        (RecurrenceKind::Wide, "bilstm_recurrence_wide", coop_stalls),
+        (
+            RecurrenceKind::Tiled,
+            "bilstm_recurrence_tiled",
+            coop_stalls,
+        ),
+        (
+            RecurrenceKind::Cluster,
+            "bilstm_recurrence_cluster4",
+            cluster_stalls,
+        ),
     ] {
         let mut b = prepared_kind(&st, batch, kind);
+        if kind == RecurrenceKind::Cluster {
+            b.set_overrides(Overrides {
+                recurrence: Some(kind),
+                cluster_size: Some(4),
+                ..Overrides::default()
+            })
+            .expect("forcing 4-CTA clusters");
+        }
         let clean = run(&mut b, &shape, &input, batch);
         b.set_spin_timeout(Duration::from_millis(200));
-        for (layer, direction, block) in [
-            (1, Direction::Reverse, 3),
-            (0, Direction::Forward, 17),
-            (3, Direction::Forward, 0),
-        ] {
+        for (layer, direction, block) in stalls {
             b.inject_stall(Some(StallInjection {
                 layer,
                 direction,

@@ -1,5 +1,5 @@
-//! GPU: the three recurrence kernels against each other and against the f64 reference, forced
-//! through `CudaBackend::set_overrides`: wide, tiled and resident give bitwise identical
+//! GPU: the four recurrence kernels against each other and against the f64 reference, forced
+//! through `CudaBackend::set_overrides`: wide, tiled, resident and cluster give bitwise identical
 //! outputs (DESIGN section 4: one numerics, one fixed tree), with either FP32 projection tile,
 //! repeated, after dirty workspaces, in every schedule, and replayed from a CUDA graph.
 
@@ -8,6 +8,7 @@
 
 mod gpu_support;
 
+use bilstm_core::geometry::CLUSTER_SIZES;
 use bilstm_core::owned::random_input;
 use bilstm_core::{BackendError, ErrorKind, MathMode, StackShape};
 use bilstm_cuda::{CudaBackend, CudaError, Overrides, ProjectionTile, RecurrenceKind};
@@ -17,10 +18,11 @@ use gpu_support::{
     run, stack,
 };
 
-const KINDS: [RecurrenceKind; 3] = [
+const KINDS: [RecurrenceKind; 4] = [
     RecurrenceKind::Wide,
     RecurrenceKind::Tiled,
     RecurrenceKind::Resident,
+    RecurrenceKind::Cluster,
 ];
 
 /// The batches of issue 5 (plan boundaries 8/9 and 32/33 included).
@@ -56,7 +58,49 @@ fn wide_tiled_and_resident_give_identical_bits_at_589_frames() {
             &outputs[2],
             &format!("batch {batch}: wide vs resident"),
         );
+        assert_same_bits(
+            &outputs[0],
+            &outputs[3],
+            &format!("batch {batch}: wide vs cluster"),
+        );
     }
+}
+
+/// Both cluster sizes (forced) give the resident kernel's bits at every batch of issue 10, in
+/// one wave or several.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn both_cluster_sizes_give_the_resident_bits() {
+    let shape = StackShape::pyannote();
+    let st = stack(&shape);
+    let mut gpu = prepared(&st, 64);
+    for batch in BATCHES {
+        let input = random_input(&shape, batch, INPUT_SEED);
+        force(&mut gpu, Some(RecurrenceKind::Resident));
+        let resident = run(&mut gpu, &shape, &input, batch);
+        for size in CLUSTER_SIZES {
+            gpu.set_overrides(Overrides {
+                recurrence: Some(RecurrenceKind::Cluster),
+                cluster_size: Some(size),
+                ..Overrides::default()
+            })
+            .expect("forcing a cluster size");
+            let out = run(&mut gpu, &shape, &input, batch);
+            let s = gpu.last_forward().expect("summary");
+            assert_eq!(s.recurrence, RecurrenceKind::Cluster);
+            assert_eq!(
+                s.plan.schedule.choice.cluster().map(|c| c.cluster_size),
+                Some(size)
+            );
+            eprintln!("batch {batch:>2} cluster{size}: {}", s.plan.schedule.reason);
+            assert_same_bits(
+                &resident,
+                &out,
+                &format!("batch {batch}: resident vs cluster{size}"),
+            );
+        }
+    }
+    gpu.set_overrides(Overrides::default()).expect("defaults");
 }
 
 #[test]
@@ -73,6 +117,7 @@ fn both_projection_tiles_give_identical_bits_with_every_kind() {
                 gpu.set_overrides(Overrides {
                     recurrence: Some(kind),
                     projection: Some(tile),
+                    ..Overrides::default()
                 })
                 .expect("forcing");
                 let out = run(&mut gpu, &shape, &input, batch);
@@ -147,10 +192,11 @@ fn repeated_runs_and_dirty_workspaces_keep_the_bits_of_every_kind() {
 }
 
 /// A window's output does not depend on the batch it runs in, for the tiled kernel's
-/// concurrent and sequential multi-launch schedules and the resident kernel's multi-wave grids.
+/// concurrent and sequential multi-launch schedules and the resident and cluster kernels'
+/// multi-wave grids.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn tiled_and_resident_schedules_give_the_same_bits_per_window() {
+fn tiled_resident_and_cluster_schedules_give_the_same_bits_per_window() {
     let shape = StackShape::pyannote().with_frames(40);
     let st = stack(&shape);
     let big = 700;
@@ -159,7 +205,11 @@ fn tiled_and_resident_schedules_give_the_same_bits_per_window() {
     let out_w = shape.frames * shape.output_width();
     let mut gpu = prepared_kind(&st, big, RecurrenceKind::Wide);
     let alone = run(&mut gpu, &shape, &all[..9 * in_w], 9);
-    for kind in [RecurrenceKind::Tiled, RecurrenceKind::Resident] {
+    for kind in [
+        RecurrenceKind::Tiled,
+        RecurrenceKind::Resident,
+        RecurrenceKind::Cluster,
+    ] {
         force(&mut gpu, Some(kind));
         for batch in [9, 130, 300, 700] {
             let out = run(&mut gpu, &shape, &all[..batch * in_w], batch);
@@ -286,6 +336,7 @@ fn plans_follow_overrides_and_refuse_what_cannot_run() {
         .set_overrides(Overrides {
             recurrence: None,
             projection: Some(ProjectionTile::Tf32),
+            ..Overrides::default()
         })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");

@@ -68,3 +68,31 @@ fn small_tiled_pass_for_sanitizers() {
 fn small_resident_pass_for_sanitizers() {
     small_pass(Some(RecurrenceKind::Resident));
 }
+
+/// The cluster recurrence with 2-CTA clusters (the default plan of an H200 runs 4-CTA
+/// clusters at batch 2, which `small_pass_for_sanitizers` covers, with a graph replay).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_cluster2_pass_for_sanitizers() {
+    let shape = StackShape::pyannote().with_frames(17);
+    let st = stack(&shape);
+    let batch = 2;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared(&st, batch);
+    b.set_overrides(bilstm_cuda::Overrides {
+        recurrence: Some(RecurrenceKind::Cluster),
+        cluster_size: Some(2),
+        ..bilstm_cuda::Overrides::default()
+    })
+    .expect("forcing 2-CTA clusters");
+    let got = run(&mut b, &shape, &input, batch);
+    let s = b.last_forward().expect("summary");
+    assert_eq!(
+        s.plan.schedule.choice.cluster().map(|c| c.cluster_size),
+        Some(2)
+    );
+    let want = reference(&st, &input, batch);
+    let (rel, max_abs) = errors(&got, &want);
+    eprintln!("cluster2: batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+    assert!(rel <= budget());
+}

@@ -39,6 +39,7 @@ fn prepared_tf32(stack: &OwnedStack, max_batch: usize) -> CudaBackend {
     b.set_overrides(Overrides {
         recurrence: Some(RecurrenceKind::Wide),
         projection: Some(ProjectionTile::Tf32),
+        ..Overrides::default()
     })
     .unwrap_or_else(|e| panic!("forcing the TF32 tile: {e}"));
     b

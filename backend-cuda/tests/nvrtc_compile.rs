@@ -233,3 +233,35 @@ fn the_tf32_projection_is_real_from_8_0_and_rounds_to_nearest_even() {
         assert!(!ptx.contains("cvt.rna"), "{arch:?}: ties-away rounding");
     }
 }
+
+/// The 3xTF32 projection per architecture: the real kernel from 8.0 on, with three `mma.sync`
+/// TF32 products per fragment pair (the unrolled loops put 3 x 4 x 8 per k-step of a warp in
+/// the PTX), the same ties-to-even rounding as the TF32 tile (no `cvt.rna`), and a trap stub
+/// before 8.0.
+#[test]
+fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let k = bilstm_kernels::KernelId::ProjectionTf32x3.kernel();
+    let mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    for arch in ARCHS {
+        let ptx = compile_with_cache(k, arch, None)
+            .unwrap_or_else(|e| panic!("{arch:?}: {e}"))
+            .ptx;
+        let real = arch >= (8, 0);
+        assert_eq!(ptx.contains("trap;"), !real, "{arch:?}: trap stub");
+        if real {
+            // Two k-steps of 8 per K tile, 4 x 8 mma tiles per warp, 3 products each.
+            assert_eq!(
+                ptx.matches(mma).count(),
+                2 * 4 * 8 * 3,
+                "{arch:?}: mma count"
+            );
+            assert!(ptx.contains("cp.async.cg.shared.global"), "{arch:?}");
+            assert!(!ptx.contains("cvt.rna"), "{arch:?}: ties-away rounding");
+        } else {
+            assert!(!ptx.contains(mma), "{arch:?}");
+        }
+    }
+}

@@ -59,6 +59,28 @@ pub const RESIDENT_R_SHARED_BYTES: usize = GATE_ROWS * HIDDEN * 4 / 2;
 /// that no register holds it meanwhile.
 pub const RESIDENT_SHARED_BYTES: usize = RESIDENT_R_SHARED_BYTES + 2 * HIDDEN * 4 + GATE_ROWS * 4;
 
+/// Cluster recurrence (compute capability 9.0 and later): threads per CTA. A thread-block
+/// cluster of [`CLUSTER_SIZES`] CTAs runs one (window, direction); its CTAs split the 512 gate
+/// rows, so all of R lives in registers (DESIGN §7).
+pub const CLUSTER_THREADS: usize = 256;
+/// Cluster recurrence: lanes of one row group. Lane `j` of a group holds chain `j` (terms
+/// `k = 8j .. 8j+7`) of each of the group's rows, so a group is [`DOT_CHAINS`] lanes and four
+/// shuffle levels finish the fixed tree.
+pub const CLUSTER_GROUP_LANES: usize = DOT_CHAINS;
+/// Cluster recurrence: the cluster sizes (CTAs per window and direction) built, one kernel entry
+/// each (`bilstm_recurrence_cluster2`, `bilstm_recurrence_cluster4`). Rows per group:
+/// `GATE_ROWS / (size * CLUSTER_THREADS / CLUSTER_GROUP_LANES)` = 16 (size 2) or 8 (size 4),
+/// i.e. 128 or 64 registers of R per thread.
+pub const CLUSTER_SIZES: [usize; 2] = [2, 4];
+/// Cluster recurrence: the largest cluster size built.
+pub const CLUSTER_MAX_SIZE: usize = 4;
+/// Cluster recurrence: the cluster size whose kernel is also built for
+/// [`CLUSTER_MAX_WINDOWS`] windows per cluster (`bilstm_recurrence_cluster2w2`: each lane applies
+/// its registers of R to both windows' hidden states every step).
+pub const CLUSTER_MULTI_WINDOW_SIZE: usize = 2;
+/// Cluster recurrence: the most windows one cluster runs side by side.
+pub const CLUSTER_MAX_WINDOWS: usize = 2;
+
 /// FP32 projection: output tile edge of the small tile.
 pub const PROJ_SMALL_TILE: usize = 64;
 /// FP32 projection: output tile edge of the large tile.
@@ -80,6 +102,17 @@ pub const PROJ_TF32_ROW_FLOATS: usize = PROJ_TF32_K_TILE + 8;
 /// floats and 32-bit fragment loads); the 64-bit loads need rows of 24.
 pub const PROJ_TF32_SHARED_BYTES: usize =
     2 * (PROJ_TF32_TILE_ROWS + PROJ_TF32_TILE_COLS) * PROJ_TF32_ROW_FLOATS * 4;
+/// 3xTF32 projection (FP32-accurate, same 128x256 tiles and K tile as the TF32 one): floats
+/// between consecutive k rows of a stage's weight tile, which keeps the K-major layout of the
+/// packed FP32 weights: the tile's columns plus 4 floats of padding. 4 mod 32 words, so that a
+/// warp's 32-bit B fragment loads (4 k-pairs x 8 columns) hit 32 distinct banks.
+pub const PROJ_TF32X3_B_ROW_FLOATS: usize = PROJ_TF32_TILE_COLS + 4;
+/// 3xTF32 projection: dynamic shared bytes, a double buffer of the activation tile (rows of
+/// [`PROJ_TF32_ROW_FLOATS`]) and the K-major weight tile (rows of [`PROJ_TF32X3_B_ROW_FLOATS`]):
+/// 57,856 bytes, within the 99 KiB a block may opt into on 8.6 and 8.9.
+pub const PROJ_TF32X3_SHARED_BYTES: usize = 2
+    * (PROJ_TF32_TILE_ROWS * PROJ_TF32_ROW_FLOATS + PROJ_TF32_K_TILE * PROJ_TF32X3_B_ROW_FLOATS)
+    * 4;
 
 /// Hidden-state exchange: bytes of one published word (flag in the high half, value low).
 pub const EXCHANGE_WORD_BYTES: usize = 8;
@@ -103,7 +136,7 @@ pub const MAX_DEFINES: usize = 48;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 33] = [
+    let all: [(&'static str, usize); 37] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -123,6 +156,8 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ),
         ("BILSTM_RESIDENT_R_SHARED_BYTES", RESIDENT_R_SHARED_BYTES),
         ("BILSTM_RESIDENT_SHARED_BYTES", RESIDENT_SHARED_BYTES),
+        ("BILSTM_CLUSTER_THREADS", CLUSTER_THREADS),
+        ("BILSTM_CLUSTER_GROUP_LANES", CLUSTER_GROUP_LANES),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
         ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
         ("BILSTM_PROJ_K_TILE", PROJ_K_TILE),
@@ -131,6 +166,8 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_PROJ_TF32_SHARED_BYTES", PROJ_TF32_SHARED_BYTES),
         ("BILSTM_PROJ_TF32_K_TILE", PROJ_TF32_K_TILE),
         ("BILSTM_PROJ_TF32_ROW_FLOATS", PROJ_TF32_ROW_FLOATS),
+        ("BILSTM_PROJ_TF32X3_B_ROW_FLOATS", PROJ_TF32X3_B_ROW_FLOATS),
+        ("BILSTM_PROJ_TF32X3_SHARED_BYTES", PROJ_TF32X3_SHARED_BYTES),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
@@ -165,14 +202,24 @@ mod tests {
         assert_eq!(RESIDENT_R_SHARED_BYTES, 128 * 1024);
         assert_eq!(PROJ_TF32_SHARED_BYTES, 72 * 1024);
         assert_eq!(PROJ_TF32_ROW_FLOATS % 16, 8);
+        assert_eq!(PROJ_TF32X3_SHARED_BYTES, 57_856);
+        const { assert!(PROJ_TF32X3_SHARED_BYTES <= 99 * 1024) };
+        assert!(matches!(PROJ_TF32X3_B_ROW_FLOATS % 16, 4 | 12));
         assert!(WIDE_TILE_HEIGHTS.iter().all(|&h| h <= WIDE_MAX_TILE_HEIGHT));
+        for size in CLUSTER_SIZES {
+            assert!(size <= CLUSTER_MAX_SIZE);
+            let groups = size * CLUSTER_THREADS / CLUSTER_GROUP_LANES;
+            assert_eq!(GATE_ROWS % groups, 0);
+            // Whole units per group (a unit's four gate rows stay in one group).
+            assert_eq!((GATE_ROWS / groups) % GATES, 0);
+        }
     }
 
     #[test]
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 33);
+        assert_eq!(d.len(), 37);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

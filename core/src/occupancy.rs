@@ -267,6 +267,7 @@ mod tests {
         reserved_shared_bytes_per_block: 0,
         l2_bytes: 4 << 20,
         cooperative_launch: true,
+        max_cluster_size: 0,
     };
 
     /// Ada (8.9): 1536 threads and 24 blocks per SM, 100 KiB shared.
@@ -282,6 +283,7 @@ mod tests {
         reserved_shared_bytes_per_block: 1024,
         l2_bytes: 32 << 20,
         cooperative_launch: true,
+        max_cluster_size: 0,
     };
 
     const fn k(

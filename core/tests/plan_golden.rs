@@ -12,17 +12,23 @@ use bilstm_core::{MathMode, StackShape};
 const W: RecurrenceKind = RecurrenceKind::Wide;
 const T: RecurrenceKind = RecurrenceKind::Tiled;
 const R: RecurrenceKind = RecurrenceKind::Resident;
+const C: RecurrenceKind = RecurrenceKind::Cluster;
 
 /// The batches of DESIGN §3.
 const BATCHES: [usize; 10] = [1, 2, 7, 8, 9, 32, 33, 64, 256, 1024];
 
 /// (device, the recurrence at each of [`BATCHES`]).
 ///
-/// Resident wherever the compiled resident kernel (256 threads x 238 registers, 134,144 dynamic
-/// shared bytes) fits one SM (164 KB and 228 KB parts); elsewhere wide below 9 windows and tiled
-/// from 9. On 9.0 (h100, h200) the resident rows are measured (H200, 2026-11-29: the resident
-/// kernel was the fastest of the three at every batch 1..1024, `bench/NOTES.md`); the other
-/// rows follow the rules from each GPU's resources and were not measured here.
+/// Cluster on every GPU with thread-block clusters (9.0, 10.0, 12.0: h100, h200, b200,
+/// rtx5060ti, rtx5090), where a 2- or 4-CTA cluster of the cluster kernel fits (nominal
+/// resources: it does on all of them). Changed on purpose with the cluster kernel (issue 10):
+/// the H200 prototype ran 0.56-0.65 us/step against the resident kernel's 1.26-1.59 (DESIGN
+/// §7); re-measure on the integrated kernel. Elsewhere resident wherever the compiled resident
+/// kernel (256 threads x 238 registers, 134,144 dynamic shared bytes) fits one SM (164 KB
+/// parts: a100, orin); elsewhere wide below 9 windows and tiled from 9. The resident rule was
+/// measured on 9.0 (H200, 2026-11-29: the fastest of resident, tiled and wide at every batch
+/// 1..1024, `bench/NOTES.md`); the other rows follow the rules from each GPU's resources and
+/// were not measured here.
 const GOLDEN: [(&str, [RecurrenceKind; 10]); 13] = [
     //            1  2  7  8  9  32 33 64 256 1024
     ("t4", [W, W, W, W, T, T, T, T, T, T]),
@@ -33,11 +39,11 @@ const GOLDEN: [(&str, [RecurrenceKind; 10]); 13] = [
     ("l4", [W, W, W, W, T, T, T, T, T, T]),
     ("rtx4060ti", [W, W, W, W, T, T, T, T, T, T]),
     ("rtx4090", [W, W, W, W, T, T, T, T, T, T]),
-    ("h100", [R, R, R, R, R, R, R, R, R, R]),
-    ("h200", [R, R, R, R, R, R, R, R, R, R]),
-    ("b200", [R, R, R, R, R, R, R, R, R, R]),
-    ("rtx5060ti", [W, W, W, W, T, T, T, T, T, T]),
-    ("rtx5090", [W, W, W, W, T, T, T, T, T, T]),
+    ("h100", [C, C, C, C, C, C, C, C, C, C]),
+    ("h200", [C, C, C, C, C, C, C, C, C, C]),
+    ("b200", [C, C, C, C, C, C, C, C, C, C]),
+    ("rtx5060ti", [C, C, C, C, C, C, C, C, C, C]),
+    ("rtx5090", [C, C, C, C, C, C, C, C, C, C]),
 ];
 
 #[test]
@@ -59,6 +65,123 @@ fn golden_recurrence_kinds() {
     }
 }
 
+/// (device, the cluster size and windows per cluster at each of [`BATCHES`]) for the GPUs with
+/// clusters, nominal resources (capacities estimated: 4-CTA clusters while each CTA of the
+/// `2 * batch` clusters has an SM of its own, else 2-CTA clusters, two windows each once
+/// one-window clusters need two waves). 2-CTA capacity (one CTA per SM): H100/H200 66, B200 74,
+/// RTX 5060 Ti 18, RTX 5090 85; 4-CTA clusters with an SM per CTA: 33, 37, 9, 42.
+const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
+    //      1       2       7       8       9       32      33      64      256     1024
+    (
+        "h100",
+        [
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (2, 1),
+            (2, 1),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+        ],
+    ),
+    (
+        "h200",
+        [
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (2, 1),
+            (2, 1),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+        ],
+    ),
+    (
+        "b200",
+        [
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (2, 1),
+            (2, 1),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+        ],
+    ),
+    (
+        "rtx5060ti",
+        [
+            (4, 1),
+            (4, 1),
+            (2, 1),
+            (2, 1),
+            (2, 1),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+        ],
+    ),
+    (
+        "rtx5090",
+        [
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (4, 1),
+            (2, 1),
+            (2, 1),
+            (2, 2),
+            (2, 2),
+            (2, 2),
+        ],
+    ),
+];
+
+#[test]
+fn golden_cluster_sizes() {
+    let resources = KernelResources::nominal();
+    let shape = StackShape::pyannote();
+    for (name, sizes) in GOLDEN_CLUSTER_SIZES {
+        let entry = table::find(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+        for (batch, want) in BATCHES.into_iter().zip(sizes) {
+            let p = plan::select(&entry.facts, &resources, &shape, batch, MathMode::Fp32)
+                .unwrap_or_else(|e| panic!("{name} batch {batch}: {e}"));
+            let s = p
+                .cluster_schedule()
+                .unwrap_or_else(|| panic!("{name}: {p}"));
+            assert_eq!(
+                (s.cluster_size, s.windows_per_cluster),
+                want,
+                "{name} batch {batch}:\n{p}"
+            );
+        }
+    }
+    // With the H200 driver's figures (66 two-CTA, 62 four-CTA clusters: 31 with an SM per CTA;
+    // bench/NOTES.md, cluster harness) the sizes at these batches are the same.
+    let h200 = table::find("h200").expect("in the table");
+    let measured = KernelResources {
+        max_active_clusters: [Some(66), Some(62)],
+        ..resources
+    };
+    let want = [4, 4, 4, 4, 4, 2, 2, 2, 2, 2];
+    for (batch, want) in BATCHES.into_iter().zip(want) {
+        let p = plan::select(&h200.facts, &measured, &shape, batch, MathMode::Fp32).unwrap();
+        assert_eq!(p.cluster_schedule().map(|s| s.cluster_size), Some(want));
+    }
+}
+
 #[test]
 fn golden_covers_the_whole_table() {
     assert_eq!(GOLDEN.len(), table::all().len());
@@ -74,7 +197,7 @@ fn golden_covers_the_whole_table() {
 #[test]
 fn golden_projection_tiles_at_batch_32() {
     // FP32 mode: 32 x 589 rows take 128x128 tiles everywhere except on 9.0 (h100, h200), where
-    // the 64x64 tile was measured as fast or faster at every batch (H200, 2026-11-29). TF32
+    // the FP32-accurate 3xTF32 tensor-core tile runs at every batch (TF32X3_ARCHITECTURES). TF32
     // mode: the tensor-core tile except on 7.5 (no TF32), 8.9 and 12.0 (upstream lost accuracy).
     let shape = StackShape::pyannote();
     for entry in table::all() {
@@ -87,7 +210,7 @@ fn golden_projection_tiles_at_batch_32() {
         )
         .unwrap();
         let want_fp32 = match entry.name {
-            "h100" | "h200" => ProjectionTile::Small64,
+            "h100" | "h200" => ProjectionTile::Tf32x3,
             _ => ProjectionTile::Large128,
         };
         assert_eq!(fp32.projection.choice, want_fp32, "{}", entry.name);

@@ -59,47 +59,6 @@ __device__ __forceinline__ float bl_exchange_word_value(bl_u64 word) {
     return __uint_as_float((bl_u32)(word & 0xffffffffull));
 }
 
-// The bounded spin of a consumer (bl_exchange_load_step below): the state one thread carries
-// through the waits of one step.
-struct bl_spin_state {
-    // %globaltimer when this thread first found a word not yet published (0: not yet).
-    bl_u64 wait_start;
-    // Polls so far; the timer and the error word are read every 16th poll.
-    bl_u32 spins;
-    // The thread gave up (timeout, or another block reported an error).
-    bool aborted;
-};
-
-// Waits until the word at `address` carries flag `want`, starting from the already loaded
-// `word`, and returns the last word read. Every 16th poll reads %globaltimer and the error
-// word: a wait beyond `timeout_ns` (measured from the first poll of this step) sets
-// `state.aborted` and `*timed_out`; a non-zero error[0] (another block gave up) sets
-// `state.aborted` only. After an abort the caller must stop waiting and leave the kernel
-// after the step's barrier.
-__device__ __forceinline__ bl_u64 bl_exchange_wait(const bl_u64* address, bl_u64 word, bl_u32 want,
-                                                   bl_u64 timeout_ns, const int* error,
-                                                   bl_spin_state& state, bool* timed_out) {
-    while (bl_exchange_word_flag(word) != want) {
-        ++state.spins;
-        if ((state.spins & 15u) == 0u) {
-            const bl_u64 now = bl_globaltimer_ns();
-            if (state.wait_start == 0) {
-                state.wait_start = now;
-            } else if (now - state.wait_start > timeout_ns) {
-                state.aborted = true;
-                *timed_out = true;
-                break;
-            }
-            if (bl_ld_relaxed_i32(error) != BL_ERROR_NONE) {
-                state.aborted = true;
-                break;
-            }
-        }
-        word = bl_ld_relaxed_u64(address);
-    }
-    return word;
-}
-
 // Records the first lost partner in `error`: {BL_ERROR_PARTNER_LOST, layer, direction, step}
 // (only the first block to report writes the details).
 __device__ __forceinline__ void bl_exchange_report_lost(int* error, bl_u32 layer, bl_u32 direction,
@@ -111,54 +70,126 @@ __device__ __forceinline__ void bl_exchange_report_lost(int* error, bl_u32 layer
     }
 }
 
-// The load phase of one step of a cooperative recurrence (wide and tiled): the block's
-// BILSTM_BLOCK_THREADS threads read every word the tile's producers published for step - 1
-// in the slot at `base` (WORDS per thread: thread t takes words t, t + BILSTM_BLOCK_THREADS,
-// ... of the slot, in (producer, window, unit) order, SLOT_WORDS = windows x UPB words per
-// producer), all loads issued before the first wait; each word is then awaited with the
-// bounded spin (bl_exchange_wait) until it carries `want`, and its value staged in
-// stage[window][producer * UPB + unit]. Windows >= valid_windows are neither read nor awaited
-// (their staged value is 0). A thread that times out records the lost partner {layer,
-// direction, step}. Returns whether this thread gave up: the caller ends the step with
-// __syncthreads_or of it and leaves the kernel when any thread did.
-template <int WORDS, int UPB, int SLOT_WORDS, int H_STRIDE>
-__device__ __forceinline__ bool bl_exchange_load_step(const bl_u64* base, bl_u32 block_stride,
-                                                      bl_u32 valid_windows, bl_u32 want,
-                                                      bl_u64 timeout_ns, int* error, bl_u32 layer,
-                                                      bl_u32 direction, bl_u32 step,
-                                                      float (*stage)[H_STRIDE]) {
-    const int tid = threadIdx.x;
-    bl_u64 words[WORDS];
+// The load phase of one step of a cooperative recurrence (wide and tiled) reads the words the
+// tile's producers published for step - 1 in the slot at `base`, for WINDOWS windows of every
+// producer: the slot holds, per producer block (block_stride words apart), tile height x UPB
+// words in (window, unit) order, and the load phase covers windows 0 .. WINDOWS - 1 of them
+// (WINDOWS = the tile height, or 1 for the wide kernel's one-window path; word (window, unit) of
+// a producer is at window x UPB + unit whatever the tile height). Element e of the
+// HIDDEN x WINDOWS words (producer e / (WINDOWS x UPB), window (e / UPB) % WINDOWS, unit e % UPB)
+// is read by thread e % BILSTM_BLOCK_THREADS as its word e / BILSTM_BLOCK_THREADS, and its value
+// staged in stage[window][producer * UPB + unit]. It runs in two halves, so that the caller can
+// issue other loads (the gate inputs) behind the critical exchange loads:
+// 1. bl_exchange_issue: every word of the thread is loaded, all before any is awaited; words of
+//    windows >= valid_windows are neither read nor awaited (their staged value is 0);
+// 2. bl_exchange_await: passes over the thread's words; each pass stages every word that
+//    carries the wanted flag and then re-loads every word that does not yet, all at once, so a
+//    stale word costs one more round trip for all of them together (not one per word in turn).
+
+// Words per thread of a load phase over WINDOWS windows.
+template <int WINDOWS>
+constexpr int bl_exchange_words_per_thread() {
+    return (WINDOWS * BILSTM_HIDDEN + BILSTM_BLOCK_THREADS - 1) / BILSTM_BLOCK_THREADS;
+}
+
+// Element e of a load phase: its producer, window and unit, and its word's offset from the
+// slot base.
+template <int WINDOWS, int UPB>
+struct bl_exchange_element {
+    int producer;
+    int window;
+    int unit;
+
+    __device__ __forceinline__ explicit bl_exchange_element(int e)
+        : producer(e / (WINDOWS * UPB)), window((e / UPB) % WINDOWS), unit(e % UPB) {}
+
+    __device__ __forceinline__ bl_u64 offset(bl_u32 block_stride) const {
+        return (bl_u64)producer * block_stride + (bl_u64)(window * UPB + unit);
+    }
+};
+
+// Half 1 of the load phase: issues this thread's loads into `words` and returns the bit mask of
+// the words it must await (bit i: words[i]). Windows >= valid_windows are staged as 0 here.
+template <int WINDOWS, int UPB, int H_STRIDE>
+__device__ __forceinline__ bl_u32 bl_exchange_issue(
+    const bl_u64* base, bl_u32 block_stride, bl_u32 valid_windows,
+    bl_u64 (&words)[bl_exchange_words_per_thread<WINDOWS>()], float (*stage)[H_STRIDE]) {
+    constexpr int WORDS = bl_exchange_words_per_thread<WINDOWS>();
+    constexpr int TOTAL = WINDOWS * BILSTM_HIDDEN;
+    static_assert(WORDS <= 32, "the pending words fit a 32-bit mask");
+    bl_u32 pending = 0u;
 #pragma unroll
     for (int i = 0; i < WORDS; ++i) {
-        const int e = tid + i * BILSTM_BLOCK_THREADS;
-        const int producer = e / SLOT_WORDS;
-        const int window = (e % SLOT_WORDS) / UPB;
-        const int u = e % UPB;
+        const int e = (int)threadIdx.x + i * BILSTM_BLOCK_THREADS;
         words[i] = 0ull;
-        if ((bl_u32)window < valid_windows) {
-            words[i] = bl_ld_relaxed_u64(base + (bl_u64)producer * block_stride + window * UPB + u);
+        if (TOTAL % BILSTM_BLOCK_THREADS == 0 || e < TOTAL) {
+            const bl_exchange_element<WINDOWS, UPB> el(e);
+            if ((bl_u32)el.window < valid_windows) {
+                words[i] = bl_ld_relaxed_u64(base + el.offset(block_stride));
+                pending |= 1u << i;
+            } else {
+                stage[el.window][el.producer * UPB + el.unit] = 0.0f;
+            }
         }
     }
-    bl_spin_state spin = {0ull, 0u, false};
+    return pending;
+}
+
+// Half 2 of the load phase: re-polls every word of `pending` in each pass until all carry the
+// flag `want`, staging each as it arrives. Every 16th pass reads %globaltimer and the error word:
+// a wait beyond `timeout_ns` (measured from the first such check of this step) ends the wait
+// and records the lost partner {layer, direction, step}; a non-zero error[0] (another block
+// gave up) ends it without recording. Returns whether this thread gave up: the caller ends the
+// step with __syncthreads_or of it and leaves the kernel when any thread did.
+template <int WINDOWS, int UPB, int H_STRIDE>
+__device__ __forceinline__ bool bl_exchange_await(
+    const bl_u64* base, bl_u32 block_stride, bl_u64 (&words)[bl_exchange_words_per_thread<WINDOWS>()],
+    bl_u32 pending, bl_u32 want, bl_u64 timeout_ns, int* error, bl_u32 layer, bl_u32 direction,
+    bl_u32 step, float (*stage)[H_STRIDE]) {
+    constexpr int WORDS = bl_exchange_words_per_thread<WINDOWS>();
+    bl_u64 wait_start = 0ull;
+    bl_u32 passes = 0u;
+    bool aborted = false;
     bool timed_out = false;
+    for (;;) {
 #pragma unroll
-    for (int i = 0; i < WORDS; ++i) {
-        const int e = tid + i * BILSTM_BLOCK_THREADS;
-        const int producer = e / SLOT_WORDS;
-        const int window = (e % SLOT_WORDS) / UPB;
-        const int u = e % UPB;
-        float value = 0.0f;
-        if ((bl_u32)window < valid_windows && !spin.aborted) {
-            const bl_u64* address = base + (bl_u64)producer * block_stride + window * UPB + u;
-            const bl_u64 word =
-                bl_exchange_wait(address, words[i], want, timeout_ns, error, spin, &timed_out);
-            value = bl_exchange_word_value(word);
+        for (int i = 0; i < WORDS; ++i) {
+            if ((pending & (1u << i)) != 0u && bl_exchange_word_flag(words[i]) == want) {
+                const bl_exchange_element<WINDOWS, UPB> el(
+                    (int)threadIdx.x + i * BILSTM_BLOCK_THREADS);
+                stage[el.window][el.producer * UPB + el.unit] = bl_exchange_word_value(words[i]);
+                pending &= ~(1u << i);
+            }
         }
-        stage[window][producer * UPB + u] = value;
+        if (pending == 0u) {
+            break;
+        }
+        ++passes;
+        if ((passes & 15u) == 0u) {
+            const bl_u64 now = bl_globaltimer_ns();
+            if (wait_start == 0ull) {
+                wait_start = now;
+            } else if (now - wait_start > timeout_ns) {
+                aborted = true;
+                timed_out = true;
+                break;
+            }
+            if (bl_ld_relaxed_i32(error) != BL_ERROR_NONE) {
+                aborted = true;
+                break;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < WORDS; ++i) {
+            if ((pending & (1u << i)) != 0u) {
+                const bl_exchange_element<WINDOWS, UPB> el(
+                    (int)threadIdx.x + i * BILSTM_BLOCK_THREADS);
+                words[i] = bl_ld_relaxed_u64(base + el.offset(block_stride));
+            }
+        }
     }
     if (timed_out) {
         bl_exchange_report_lost(error, layer, direction, step);
     }
-    return spin.aborted;
+    return aborted;
 }

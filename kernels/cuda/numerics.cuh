@@ -19,12 +19,19 @@
 //    (from the projection kernel) plus the recurrent dot first, the packed combined bias
 //    (Wb + Rb) last, as ONNX Runtime's CPU kernel does.
 // 3. exp: bl_expf, the accurate-expf construction (clamp, split ln 2, ex2.approx of the
-//    remainder, exact scaling by 2^n).
-// 4. reciprocal: bl_rcp, rcp.approx.f32 plus one Newton step.
+//    remainder, exact scaling by 2^n). n = rint(x log2 e) is found by adding and subtracting
+//    1.5 * 2^23 (no FRND, no float-to-int conversion; see bl_expf).
+// 4. reciprocal: rcp.approx plus one Newton step: bl_rcp (rcp.approx.f32, for sigmoid) and
+//    bl_rcp_ftz (rcp.approx.ftz.f32, for tanh only; see there why its bits are the same).
 // 5. sigmoid(x) = bl_rcp(1 + bl_expf(-x)); tanh: Cephes polynomial below |x| = 0.625, else
-//    sign(x) * (1 - 2 * bl_rcp(bl_expf(2|x|) + 1)).
+//    sign(x) * (1 - 2 * bl_rcp_ftz(bl_expf(2|x|) + 1)); both paths computed, one selected.
 // 6. Cell: c' = fma(f, c, i * g) (i * g rounded first, then one fused multiply-add), and
 //    h = o * tanh(c').
+//
+// Issue 10 step 1 rewrote bl_expf, added bl_rcp_ftz and made bl_tanhf branch-free with the
+// same bits for every one of the 2^32 float inputs; backend-cuda/tests/numerics_reference.cuh
+// keeps the previous implementations verbatim (renamed) and backend-cuda/tests/gpu_numerics.rs
+// compares old and new over all 2^32 inputs on the GPU.
 //
 // Special values: a NaN pre-activation gives a NaN gate (the clamps below keep NaN); +-inf
 // saturate (sigmoid to 0 or 1, tanh to -1 or +1), so h stays finite unless a NaN entered.
@@ -57,27 +64,67 @@ __device__ __forceinline__ float bl_ex2_approx(float x) {
     return y;
 }
 
+// 1.5 * 2^23 (0x4b400000): a float in [2^23, 2^24) has ulp 1, so adding this constant to a
+// value p with |p| < 2^22 rounds p to an integer in the last mantissa bits.
+#define BL_ROUND_MAGIC 12582912.0f
+
 // e^x: clamp x to [-87, 88] (NaN passes through), n = rint(x * log2 e), r = x - n ln 2 with
 // ln 2 = hi + lo (two FMAs), e^r = 2^(r * log2 e) by ex2.approx, then the exact scaling by
 // 2^n, built from exponent bits: (n + 127) << 23.
+//
+// Rounding without FRND and F2I: p = x * log2 e (one rounded multiply, __fmul_rn, as before),
+// t = p + 1.5 * 2^23 (one rounded add, __fadd_rn: never contracted into an FMA). After the
+// clamp |p| <= 88 * log2 e < 127, so the exact sum lies in [2^23, 2^24), where floats are the
+// integers: t = 1.5 * 2^23 + rint(p), rounded to nearest with ties to even. Ties agree with
+// rintf's because 1.5 * 2^23 is even: the parity of 1.5 * 2^23 + k is that of k. Hence
+// n = t - 1.5 * 2^23 is exact and equals rintf(p), except that rintf gives -0.0 for p in
+// [-0.5, -0.0] where this gives +0.0. That sign never shows: with n = +-0, fma(-n, HI, x)
+// and fma(-n, LO, r) return x and r unchanged for nonzero x, and for x = +-0 both r's are
+// zeros, whose ex2 is 1.0 either way; the scale is 2^0 in both. t's bits are
+// 0x4b400000 + n (0x400000 + n stays inside the mantissa), so (bits(t) + 127) << 23 keeps the
+// low 9 bits of 0x400000 + n + 127, which are n + 127 in 1 ..= 254 (n in -126 ..= 127 after the
+// clamp): the same exponent field as ((int)n + 127) << 23, with integer operations only.
+// NaN x: p, t, n, r and er are NaN, so the result is NaN (its payload may differ from before;
+// the scale's bits are whatever t's were).
 __device__ __forceinline__ float bl_expf(float x) {
     x = (x < BL_EXP_MIN) ? BL_EXP_MIN : x;
     x = (x > BL_EXP_MAX) ? BL_EXP_MAX : x;
-    const float n = rintf(x * BL_LOG2E);
+    const float t = __fadd_rn(__fmul_rn(x, BL_LOG2E), BL_ROUND_MAGIC);
+    const float n = __fsub_rn(t, BL_ROUND_MAGIC);
     float r = __fmaf_rn(-n, BL_LN2_HI, x);
     r = __fmaf_rn(-n, BL_LN2_LO, r);
     const float er = bl_ex2_approx(r * BL_LOG2E);
-    // For NaN x, n is NaN and the conversion gives some integer: er is NaN, so is the result.
-    const int ni = (int)n;
-    const float scale = __uint_as_float((bl_u32)(ni + 127) << 23);
+    const float scale = __uint_as_float((__float_as_uint(t) + 127u) << 23);
     return er * scale;
 }
 
 // 1 / x: the hardware estimate rcp.approx.f32, then one Newton step
 // y' = y + y (1 - x y) as two FMAs: e = fma(-x, y, 1), y' = fma(y, e, y).
+// Used by sigmoid, whose argument 1 + e^-x reaches 1 + e^88 = 1.65e38 > 2^126: there the
+// estimate is subnormal (sigmoid(x) for x below about -87.3 is subnormal), which the
+// flush-to-zero estimate would turn into 0. So sigmoid keeps this (slower) non-ftz form.
 __device__ __forceinline__ float bl_rcp(float x) {
     float y;
     asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    const float e = __fmaf_rn(-x, y, 1.0f);
+    return __fmaf_rn(y, e, y);
+}
+
+// As bl_rcp with the estimate rcp.approx.ftz.f32 (a bare MUFU.RCP; the non-ftz estimate adds
+// two compares, two selects and two multiplies that rescale subnormal cases). Only for
+// arguments z in [1, 2^126] or where the caller does not care about subnormal results:
+// - For normal z with a normal estimate the two estimates are the same (.ftz changes only
+//   subnormal inputs and results: PTX ISA, rcp.approx; ptxas 13.0 lowers the non-ftz form for
+//   such z to the same MUFU.RCP scaled by exactly 1.0), and the Newton step (non-ftz FMAs) is
+//   shared, so the bits are the same.
+// - For z > 2^126 the non-ftz estimate is a subnormal y ~ 1/z and the ftz one 0 (then
+//   e = 1 and the result is 0): different bits, acceptable only where the caller absorbs them.
+//   bl_tanhf does: it uses r in fma(-2, r, 1), and 2r < 2^-125 is far below half an ulp of 1
+//   (2^-24), so 1 - 2r rounds to 1.0 whether r is the subnormal or 0.
+// - z is never subnormal in bl_tanhf (z = e^(2|x|) + 1 >= 2).
+__device__ __forceinline__ float bl_rcp_ftz(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     const float e = __fmaf_rn(-x, y, 1.0f);
     return __fmaf_rn(y, e, y);
 }
@@ -89,19 +136,21 @@ __device__ __forceinline__ float bl_sigmoid(float x) {
 
 // tanh: for |x| < 0.625 the Cephes odd polynomial, Horner with FMAs:
 //   s = x * x; p = fma(fma(fma(fma(P0, s, P1), s, P2), s, P3), s, P4); tanh = fma(p * s, x, x)
-// else sign(x) * (1 - 2 * bl_rcp(bl_expf(2|x|) + 1)), the last step as fma(-2, r, 1).
+// else sign(x) * (1 - 2 * bl_rcp_ftz(bl_expf(2|x|) + 1)), the last step as fma(-2, r, 1).
+// Both are computed and one is selected (no branch: a warp's lanes never diverge here). The
+// unused path may produce inf or NaN; it is discarded. NaN x: a < 0.625 is false, so the
+// exp path is chosen and gives NaN, as before.
 __device__ __forceinline__ float bl_tanhf(float x) {
     const float a = fabsf(x);
-    if (a < BL_TANH_POLY_LIMIT) {
-        const float s = x * x;
-        float p = __fmaf_rn(BL_TANH_P0, s, BL_TANH_P1);
-        p = __fmaf_rn(p, s, BL_TANH_P2);
-        p = __fmaf_rn(p, s, BL_TANH_P3);
-        p = __fmaf_rn(p, s, BL_TANH_P4);
-        return __fmaf_rn(p * s, x, x);
-    }
-    const float r = bl_rcp(bl_expf(2.0f * a) + 1.0f);
-    return copysignf(__fmaf_rn(-2.0f, r, 1.0f), x);
+    const float s = x * x;
+    float p = __fmaf_rn(BL_TANH_P0, s, BL_TANH_P1);
+    p = __fmaf_rn(p, s, BL_TANH_P2);
+    p = __fmaf_rn(p, s, BL_TANH_P3);
+    p = __fmaf_rn(p, s, BL_TANH_P4);
+    const float poly = __fmaf_rn(p * s, x, x);
+    const float r = bl_rcp_ftz(bl_expf(2.0f * a) + 1.0f);
+    const float big = copysignf(__fmaf_rn(-2.0f, r, 1.0f), x);
+    return (a < BL_TANH_POLY_LIMIT) ? poly : big;
 }
 
 // One 8-term chain of the recurrent dot product: ascending k, starting from 0.0f.

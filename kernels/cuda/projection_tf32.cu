@@ -58,6 +58,7 @@
 #endif
 
 #include "common.cuh"
+#include "mma.cuh"
 
 struct bl_projection_tf32_params {
     const float* x;
@@ -106,67 +107,6 @@ static_assert(BL_TF32_LD % 16 == 8, "an odd multiple of 8 floats: conflict-free 
 static_assert(BL_TF32_A_CHUNKS * BILSTM_BLOCK_THREADS == BL_TF32_ROWS * BL_TF32_ROW_CHUNKS, "A loads evenly");
 static_assert(BL_TF32_B_CHUNKS * BILSTM_BLOCK_THREADS == BL_TF32_COLS * BL_TF32_ROW_CHUNKS, "B loads evenly");
 static_assert(2 * BL_TF32_STAGE_FLOATS * 4 == BILSTM_PROJ_TF32_SHARED_BYTES, "a double buffer of both operands");
-
-#if __CUDA_ARCH__ >= 800
-
-// The 32-bit shared-window address of a generic pointer into shared memory.
-__device__ __forceinline__ bl_u32 bl_shared_address(const void* p) {
-    bl_u32 address;
-    asm("{\n\t.reg .u64 a;\n\tcvta.to.shared.u64 a, %1;\n\tcvt.u32.u64 %0, a;\n\t}" : "=r"(address) : "l"(p));
-    return address;
-}
-
-// Copies `bytes` (0 or 16) from global `src` (16-byte aligned) to shared `dst` and zero-fills
-// the rest of the 16 bytes; asynchronous until the group is waited for.
-__device__ __forceinline__ void bl_cp_async_16(bl_u32 dst, const float* src, bl_u32 bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" : : "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-
-// As bl_cp_async_16 for one float (`bytes` 0 or 4; src 4-byte aligned).
-__device__ __forceinline__ void bl_cp_async_4(bl_u32 dst, const float* src, bl_u32 bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" : : "r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void bl_cp_async_commit() {
-    asm volatile("cp.async.commit_group;" : : : "memory");
-}
-
-// Waits until at most `PENDING` of this thread's committed groups are still in flight; the
-// completed copies are then visible to this thread.
-template <int PENDING>
-__device__ __forceinline__ void bl_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" : : "n"(PENDING) : "memory");
-}
-
-// Rounds to TF32 (10 fraction bits), to nearest with ties to even; the result is an f32 value.
-__device__ __forceinline__ float bl_tf32_rne(float v) {
-#if __CUDA_ARCH__ >= 900
-    bl_u32 r;
-    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return __uint_as_float(r);
-#else
-    const bl_u32 bits = __float_as_uint(v);
-    if ((bits & 0x7f800000u) == 0x7f800000u) {
-        // Infinity stays; NaN keeps its sign and high payload and gets the quiet bit, so that
-        // dropping the low 13 bits cannot turn it into infinity.
-        return __uint_as_float((bits & 0x007fffffu) == 0 ? bits : ((bits & 0xffffe000u) | 0x00400000u));
-    }
-    // Adding 0xfff plus the kept LSB rounds to nearest, ties to even; a carry into the exponent
-    // is the correct rounding (up to infinity).
-    const bl_u32 lsb = (bits >> 13) & 1u;
-    return __uint_as_float((bits + 0xfffu + lsb) & 0xffffe000u);
-#endif
-}
-
-// d += a * b on the tensor cores (one m16n8k8 TF32 step, FP32 accumulate).
-__device__ __forceinline__ void bl_mma_tf32(float (&d)[4], const bl_u32 (&a)[4], const bl_u32 (&b)[2]) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-#endif  // __CUDA_ARCH__ >= 800
 
 extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
     bilstm_projection_tf32(const bl_projection_tf32_params p) {

@@ -3,7 +3,7 @@
 // through the flag-in-word protocol of exchange.cuh.
 //
 // Launch contract
-// - Entry: bilstm_recurrence_wide(const bl_recurrence_wide_params p). COOPERATIVE: every block
+// - Entry: bilstm_recurrence_wide(const bl_recurrence_coop_params p). COOPERATIVE: every block
 //   of a tile spins on its partners, so the whole grid must be co-resident
 //   (cuLaunchCooperativeKernel; the host keeps the grid within occupancy x SMs).
 // - Grid: (tiles_in_launch * BILSTM_WIDE_BLOCKS_PER_TILE, 1, 1); block b of a tile is blockIdx.x
@@ -11,10 +11,10 @@
 //   BILSTM_WIDE_BLOCKS_PER_TILE. Block: (BILSTM_BLOCK_THREADS, 1, 1). Dynamic shared bytes: 0
 //   (static: two hidden-state stages of BILSTM_WIDE_MAX_TILE_HEIGHT x (BILSTM_HIDDEN +
 //   BILSTM_WIDE_UNITS_PER_BLOCK) floats, 34,816 bytes).
-// - Parameters: bl_recurrence_wide_params (104 bytes), mirrored by
-//   bilstm_kernels::params::RecurrenceWideParams.
+// - Parameters: bl_recurrence_coop_params (coop.cuh, 104 bytes; shared with
+//   recurrence_tiled.cu), mirrored by bilstm_kernels::params::RecurrenceCoopParams.
 // - Preconditions: tile_height is 8, 16 or 32 (<= BILSTM_WIDE_MAX_TILE_HEIGHT; the same compiled
-//   kernel serves all three); proj holds batch * frames * BILSTM_GATE_ROWS floats of this
+//   kernel serves all three; any other value: every block returns at once, writing nothing); proj holds batch * frames * BILSTM_GATE_ROWS floats of this
 //   direction (row = window * frames + frame, packed gate columns unit * 4 + gate); recurrent
 //   holds this direction's packed recurrent rows [BILSTM_GATE_ROWS, BILSTM_HIDDEN]; bias its
 //   packed combined bias [BILSTM_GATE_ROWS] (16-byte aligned); out holds batch * frames * 2 *
@@ -44,17 +44,19 @@
 // - each thread holds two (row, chain) pairs p = 0, 1: row 4U + 2p + s, i.e. gates i (p 0, s 0),
 //   f (p 0, s 1), g (p 1, s 0), o (p 1, s 1); its 2 x 8 recurrent weights stay in registers
 //   for all steps (32 rows x 128 = 256 threads x 16 floats).
-// Per step s >= 1 (step 0 has h = 0: the dot is +0.0f and nothing is read):
-// 1. each lane loads the projection float4 (i, f, g, o of unit U) of the window it will own;
-// 2. load phase: the block's 256 threads read the 128 x tile_height words of step s - 1
-//    (slot (s - 1) % 2; thread t takes words t, t + 256, ... of the slot, i.e. producer block,
-//    window, unit in that order), spin on each until its flag is layer * frames + s, and stage
-//    the values in h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch): exchange.cuh's
-//    bl_exchange_load_step, shared with recurrence_tiled.cu;
-// 3. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
+// Per step s >= 1 (step 0 has h = 0: the dot is +0.0f and nothing is read; the lane only loads
+// its gate inputs):
+// 1. load phase (coop.cuh's bl_coop_receive, shared with recurrence_tiled.cu): the block's 256
+//    threads issue the loads of the 128 x tile_height words of step s - 1 (slot (s - 1) % 2;
+//    thread t takes words t, t + 256, ... of the slot, i.e. producer block, window, unit in that
+//    order); then each lane loads the projection float4 (i, f, g, o of unit U) of the window it
+//    owns, behind the exchange loads; then passes re-load every word whose flag is not yet
+//    layer * frames + s, all together, until all are, staging the values in
+//    h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch);
+// 2. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
 //    next step's load phase never overwrites what this step reads);
-// 4. each thread computes its two chains for every window of the tile (h from shared memory);
-// 5. the 16 chains of a row live in the 16 lanes of a half-warp; a transpose-reduce sums them:
+// 3. each thread computes its two chains for every window of the tile (h from shared memory);
+// 4. the 16 chains of a row live in the 16 lanes of a half-warp; a transpose-reduce sums them:
 //    at level offset o = 1, 2, 4, 8 each lane keeps half of its windows (the upper half when
 //    q & o) and adds the partner lane's (q ^ o) partial sums of those windows. Level 1 adds
 //    chains q and q^1, level 2 adds those pairs, ... : exactly the tree
@@ -62,12 +64,22 @@
 //    + is irrelevant: IEEE addition is commutative). Afterwards lane q holds full dots for
 //    windows 2 rev4(q) + {0, 1} (tile height 32), rev4(q) (16) or rev3(q & 7) (8; there the last
 //    level adds whole halves and both lanes hold the sum);
-// 6. one shuffle per pair across the halves (lane ^ 16) gives each lane all four gates of one
+// 5. one shuffle per pair across the halves (lane ^ 16) gives each lane all four gates of one
 //    window: tile height 32: half s owns window 2 rev4(q) + s; 16: both halves own rev4(q); 8:
 //    lanes q and q ^ 8 of both halves own rev3(q & 7). Redundant owners compute bitwise the
 //    same cell; one of them (the writer: s == 0, and q < 8 for height 8) stores;
-// 7. pre-activations (proj + dot) + bias, the cell update (state c in a register of the
-//    owning lane), h written to out and published to slot s % 2 with a relaxed 64-bit store.
+// 6. pre-activations (proj + dot) + bias, the cell update (state c in a register of the
+//    owning lane), h written to out and published to slot s % 2 with a relaxed 64-bit store
+//    (coop.cuh's bl_coop_cell, shared with recurrence_tiled.cu).
+// One-window path (a tile whose only existing window is its first, e.g. batch 1, or the last
+// tile of batch 9 at height 8): the load phase reads only window 0's 128 words (threads 0..127,
+// one word each); each thread computes its two chains for window 0 only (2 LDS.128 + 16 FFMA
+// instead of 2 x tile height LDS.128); a butterfly (offsets 1, 2, 4, 8; each lane adds its
+// partner's value) gives every lane of a half-warp the full tree sum of its row, which is
+// bitwise the same as the transpose-reduce's (each level adds the same two subtree sums, and
+// IEEE addition is commutative); the shuffle across the halves gathers the four gates, and only
+// lane 0 of each warp (the writer of (unit U, window 0) in the general path too) loads the gate
+// inputs and runs the cell. kernels/tests/wide_mapping.rs replays both paths lane by lane.
 
 #ifndef BILSTM_HIDDEN
 #error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
@@ -76,32 +88,7 @@
 #include "common.cuh"
 #include "numerics.cuh"
 #include "exchange.cuh"
-
-struct bl_recurrence_wide_params {
-    const float* proj;
-    const float* recurrent;
-    const float* bias;
-    float* out;
-    bl_u64* exchange;
-    int* error;
-    bl_u64 spin_timeout_ns;
-    bl_u32 batch;
-    bl_u32 frames;
-    bl_u32 layer;
-    bl_u32 direction;
-    bl_u32 tile_height;
-    bl_u32 tile_offset;
-    bl_u32 block_stride;
-    bl_u32 slot_stride;
-    bl_u32 tile_stride;
-    bl_u32 direction_stride;
-    // Test-only fault injection: the block with this blockIdx.x returns at once and never
-    // publishes (so its partners must report BL_ERROR_PARTNER_LOST); -1 in production.
-    int stall_block;
-    bl_u32 reserved;
-};
-static_assert(sizeof(bl_recurrence_wide_params) == 104,
-              "mirrors bilstm_kernels::params::RecurrenceWideParams");
+#include "coop.cuh"
 
 constexpr int BL_WIDE_WARPS = BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS;
 constexpr int BL_WIDE_UPB = BILSTM_WIDE_UNITS_PER_BLOCK;
@@ -122,39 +109,36 @@ static_assert(BL_WIDE_UPB * BILSTM_WIDE_BLOCKS_PER_TILE == BILSTM_HIDDEN, "block
 static_assert(BILSTM_WIDE_MAX_TILE_HEIGHT == 32, "tile heights 8, 16 and 32 are instantiated");
 static_assert(BL_WIDE_H_STRIDE % 4 == 0, "float4 rows");
 
-// The transpose-reduce level with partner offset OFFSET over N windows: keep the upper half
-// of v[0 .. N) when `upper`, else the lower half, and add the partner's copy of it. The
-// result is in v[0 .. N / 2) (N == 1: v[0] += partner's v[0], both lanes get the sum).
-template <int N, int OFFSET>
-__device__ __forceinline__ void bl_reduce_level(float (&v)[BILSTM_WIDE_MAX_TILE_HEIGHT], bool upper) {
-    if constexpr (N == 1) {
-        v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], OFFSET);
-    } else {
+// Two chains (pairs 0 and 1 of this lane) of every window 0 .. TH - 1 of the staged h.
+template <int TH>
+__device__ __forceinline__ void bl_wide_chains(const float (*stage)[BL_WIDE_H_STRIDE], int q,
+                                               const float (&r)[2][BILSTM_DOT_CHAIN_TERMS],
+                                               float (&acc0)[BILSTM_WIDE_MAX_TILE_HEIGHT],
+                                               float (&acc1)[BILSTM_WIDE_MAX_TILE_HEIGHT]) {
 #pragma unroll
-        for (int i = 0; i < N / 2; ++i) {
-            const float lo = v[i];
-            const float hi = v[i + N / 2];
-            const float send = upper ? lo : hi;
-            const float keep = upper ? hi : lo;
-            v[i] = keep + __shfl_xor_sync(BL_FULL_MASK, send, OFFSET);
-        }
+    for (int n = 0; n < TH; ++n) {
+        float h[BILSTM_DOT_CHAIN_TERMS];
+        bl_coop_chain_h<BL_WIDE_H_STRIDE>(stage, n, q, h);
+        acc0[n] = bl_dot_chain8(r[0], h);
+        acc1[n] = bl_dot_chain8(r[1], h);
     }
 }
 
-// All four levels for a tile of TH windows (offsets 1, 2, 4, 8: chain bit 0 first).
-template <int TH>
-__device__ __forceinline__ void bl_reduce_chains(float (&v)[BILSTM_WIDE_MAX_TILE_HEIGHT], int q) {
-    bl_reduce_level<TH, 1>(v, (q & 1) != 0);
-    bl_reduce_level<(TH / 2 > 1 ? TH / 2 : 1), 2>(v, (q & 2) != 0);
-    bl_reduce_level<(TH / 4 > 1 ? TH / 4 : 1), 4>(v, (q & 4) != 0);
-    bl_reduce_level<(TH / 8 > 1 ? TH / 8 : 1), 8>(v, (q & 8) != 0);
+// The four gates (i, f, g, o) of the owned window from the reduced pairs: pair 0 holds gate
+// 0 + half (i or f), pair 1 gate 2 + half (g or o); `mine` and `send` are this lane's values of
+// its own window and of the window the other half owns.
+__device__ __forceinline__ float4 bl_wide_gather(int half, float mine0, float mine1, float send0,
+                                                 float send1) {
+    const float recv0 = __shfl_xor_sync(BL_FULL_MASK, send0, BL_WIDE_HALF);
+    const float recv1 = __shfl_xor_sync(BL_FULL_MASK, send1, BL_WIDE_HALF);
+    return make_float4(half ? recv0 : mine0, half ? mine0 : recv0, half ? recv1 : mine1,
+                       half ? mine1 : recv1);
 }
 
+// The general path: a tile of TH windows, TH of them staged and computed each step.
 template <int TH>
-__device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_wide_params& p,
+__device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_params& p, const bl_coop_block& b,
                                                    float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
-    constexpr int WORDS_PER_THREAD = TH * BILSTM_HIDDEN / BILSTM_BLOCK_THREADS;
-    constexpr int SLOT_WORDS_PER_BLOCK = TH * BL_WIDE_UPB;
     static_assert(TH * BILSTM_HIDDEN % BILSTM_BLOCK_THREADS == 0, "the load phase splits evenly");
 
     const int tid = threadIdx.x;
@@ -162,32 +146,13 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_wide_para
     const int lane = tid % BILSTM_WARP_THREADS;
     const int half = lane / BL_WIDE_HALF;
     const int q = lane % BL_WIDE_HALF;
-    const bl_u32 block = blockIdx.x % BILSTM_WIDE_BLOCKS_PER_TILE;
-    const bl_u32 tile = p.tile_offset + blockIdx.x / BILSTM_WIDE_BLOCKS_PER_TILE;
-    const bl_u32 unit = block * BL_WIDE_UPB + warp;
-    const bl_u32 frames = p.frames;
-    const bl_u32 batch = p.batch;
-    const bl_u32 direction = p.direction;
-    const bl_exchange_layout layout = {(bl_u32)BL_WIDE_UPB, p.block_stride, p.slot_stride,
-                                       p.tile_stride, p.direction_stride};
+    const bl_u32 unit = b.block * BL_WIDE_UPB + warp;
 
     // The recurrent weights of this thread's two (row, chain) pairs, for all steps.
     float r[2][BILSTM_DOT_CHAIN_TERMS];
 #pragma unroll
     for (int pair = 0; pair < 2; ++pair) {
-        const bl_u32 row = unit * BILSTM_GATES + 2 * pair + half;
-        const float4* src = reinterpret_cast<const float4*>(
-            p.recurrent + (bl_u64)row * BILSTM_HIDDEN + q * BILSTM_DOT_CHAIN_TERMS);
-        const float4 a = src[0];
-        const float4 b = src[1];
-        r[pair][0] = a.x;
-        r[pair][1] = a.y;
-        r[pair][2] = a.z;
-        r[pair][3] = a.w;
-        r[pair][4] = b.x;
-        r[pair][5] = b.y;
-        r[pair][6] = b.z;
-        r[pair][7] = b.w;
+        bl_coop_chain_weights(p, unit * BILSTM_GATES + 2 * pair + half, q, r[pair]);
     }
     const float4 bias = *reinterpret_cast<const float4*>(p.bias + unit * BILSTM_GATES);
 
@@ -204,106 +169,116 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_wide_para
         own = (int)bl_bit_reverse(q & 7, 3);
         writer = half == 0 && q < 8;
     }
-    const bl_u32 own_window = tile * TH + own;
-    const bool own_valid = own_window < batch;
+    const bl_u32 own_window = b.tile * TH + own;
+    const bool own_valid = own_window < p.batch;
     const bool stores = writer && own_valid;
-    // Windows of this tile that exist (the last tile may be partial).
-    const bl_u32 tile_first = tile * TH;
-    const bl_u32 valid_windows = batch > tile_first ? min((bl_u32)TH, batch - tile_first) : 0u;
 
     float c = 0.0f;
-    for (bl_u32 step = 0; step < frames; ++step) {
-        const bl_u32 frame = direction == 0 ? step : frames - 1 - step;
-        const bl_u64 row = (bl_u64)own_window * frames + frame;
-        float4 proj = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (own_valid) {
-            proj = *reinterpret_cast<const float4*>(p.proj + row * BILSTM_GATE_ROWS + unit * BILSTM_GATES);
-        }
-
+    for (bl_u32 step = 0; step < p.frames; ++step) {
+        const bl_u64 row = (bl_u64)own_window * p.frames + bl_coop_frame(p, step);
+        float4 gates_in;
         // Recurrent dots of the four gates of (unit, own window); +0.0f at step 0.
-        float dot_i = 0.0f, dot_f = 0.0f, dot_g = 0.0f, dot_o = 0.0f;
-        if (step > 0) {
-            // Load phase: the words of step - 1 from all producers of this tile.
-            const bl_u32 want = bl_exchange_flag(p.layer, frames, step - 1);
-            const bl_u32 slot = (step - 1) & 1;
-            float(*stage)[BL_WIDE_H_STRIDE] = h_s[slot];
-            const bl_u64* base = p.exchange + bl_word_index(layout, direction, tile, slot, 0, 0, 0);
-            const bool aborted =
-                bl_exchange_load_step<WORDS_PER_THREAD, BL_WIDE_UPB, SLOT_WORDS_PER_BLOCK,
-                                      BL_WIDE_H_STRIDE>(base, layout.block_stride, valid_windows,
-                                                        want, p.spin_timeout_ns, p.error, p.layer,
-                                                        direction, step, stage);
-            if (__syncthreads_or(aborted)) {
+        float4 dots = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (step == 0) {
+            gates_in = bl_coop_gate_inputs(p, own_valid, row, unit);
+        } else {
+            float(*stage)[BL_WIDE_H_STRIDE] = h_s[(step - 1) & 1u];
+            if (bl_coop_receive<TH, BL_WIDE_UPB, BL_WIDE_H_STRIDE>(p, b, step, stage, own_valid, row,
+                                                                   unit, gates_in)) {
                 return;
             }
-
-            // Two chains (one per pair) for every window of the tile.
             float acc0[BILSTM_WIDE_MAX_TILE_HEIGHT];
             float acc1[BILSTM_WIDE_MAX_TILE_HEIGHT];
-#pragma unroll
-            for (int n = 0; n < TH; ++n) {
-                const float4* hrow = reinterpret_cast<const float4*>(&stage[n][q * BILSTM_DOT_CHAIN_TERMS]);
-                const float4 ha = hrow[0];
-                const float4 hb = hrow[1];
-                const float h[BILSTM_DOT_CHAIN_TERMS] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
-                acc0[n] = bl_dot_chain8(r[0], h);
-                acc1[n] = bl_dot_chain8(r[1], h);
-            }
-            bl_reduce_chains<TH>(acc0, q);
-            bl_reduce_chains<TH>(acc1, q);
-
-            // Gather the four gates of the owned window across the halves (lane ^ 16).
-            float mine0, mine1, send0, send1;
+            bl_wide_chains<TH>(stage, q, r, acc0, acc1);
+            bl_coop_reduce_chains<TH>(acc0, q);
+            bl_coop_reduce_chains<TH>(acc1, q);
+            // Tile height 32: half s owns window 2 rev4(q) + s, in acc[s] after the reduction;
+            // otherwise both halves own the window in acc[0].
             if constexpr (TH == 32) {
-                mine0 = half ? acc0[1] : acc0[0];
-                mine1 = half ? acc1[1] : acc1[0];
-                send0 = half ? acc0[0] : acc0[1];
-                send1 = half ? acc1[0] : acc1[1];
+                dots = bl_wide_gather(half, half ? acc0[1] : acc0[0], half ? acc1[1] : acc1[0],
+                                      half ? acc0[0] : acc0[1], half ? acc1[0] : acc1[1]);
             } else {
-                mine0 = acc0[0];
-                mine1 = acc1[0];
-                send0 = acc0[0];
-                send1 = acc1[0];
+                dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
             }
-            const float recv0 = __shfl_xor_sync(BL_FULL_MASK, send0, BL_WIDE_HALF);
-            const float recv1 = __shfl_xor_sync(BL_FULL_MASK, send1, BL_WIDE_HALF);
-            // Pair 0 holds gate 0 + half (i or f), pair 1 gate 2 + half (g or o).
-            dot_i = half ? recv0 : mine0;
-            dot_f = half ? mine0 : recv0;
-            dot_g = half ? recv1 : mine1;
-            dot_o = half ? mine1 : recv1;
         }
+        bl_coop_cell(p, b, step, row, unit, (bl_u32)warp, (bl_u32)own, gates_in, dots, bias, c, stores);
+    }
+}
 
-        const float h = bl_lstm_cell(bl_preactivation(proj.x, dot_i, bias.x),
-                                     bl_preactivation(proj.y, dot_f, bias.y),
-                                     bl_preactivation(proj.z, dot_g, bias.z),
-                                     bl_preactivation(proj.w, dot_o, bias.w), &c);
-        if (stores) {
-            p.out[row * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] = h;
-            bl_u64* address = p.exchange + bl_word_index(layout, direction, tile, step & 1, block,
-                                                         (bl_u32)own, (bl_u32)warp);
-            bl_st_relaxed_u64(address, bl_exchange_word(bl_exchange_flag(p.layer, frames, step), h));
+// The one-window path: the tile's first window is its only existing one (valid_windows == 1).
+// Same dots, tree and cell as the general path (see the thread mapping above), for window 0
+// only; lane 0 of each warp owns the cell of (unit, window 0).
+__device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_params& p, const bl_coop_block& b,
+                                                       float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
+    const int tid = threadIdx.x;
+    const int warp = tid / BILSTM_WARP_THREADS;
+    const int lane = tid % BILSTM_WARP_THREADS;
+    const int half = lane / BL_WIDE_HALF;
+    const int q = lane % BL_WIDE_HALF;
+    const bl_u32 unit = b.block * BL_WIDE_UPB + warp;
+
+    float r[2][BILSTM_DOT_CHAIN_TERMS];
+#pragma unroll
+    for (int pair = 0; pair < 2; ++pair) {
+        bl_coop_chain_weights(p, unit * BILSTM_GATES + 2 * pair + half, q, r[pair]);
+    }
+    const bool owner = lane == 0;
+    float4 bias = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (owner) {
+        bias = *reinterpret_cast<const float4*>(p.bias + unit * BILSTM_GATES);
+    }
+    const bl_u32 window = b.tile * p.tile_height;
+
+    float c = 0.0f;
+    for (bl_u32 step = 0; step < p.frames; ++step) {
+        const bl_u64 row = (bl_u64)window * p.frames + bl_coop_frame(p, step);
+        float4 gates_in;
+        float4 dots = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (step == 0) {
+            gates_in = bl_coop_gate_inputs(p, owner, row, unit);
+        } else {
+            float(*stage)[BL_WIDE_H_STRIDE] = h_s[(step - 1) & 1u];
+            if (bl_coop_receive<1, BL_WIDE_UPB, BL_WIDE_H_STRIDE>(p, b, step, stage, owner, row, unit,
+                                                                  gates_in)) {
+                return;
+            }
+            float acc0[BILSTM_WIDE_MAX_TILE_HEIGHT];
+            float acc1[BILSTM_WIDE_MAX_TILE_HEIGHT];
+            bl_wide_chains<1>(stage, q, r, acc0, acc1);
+            // Tile height 1 in the reduction: a butterfly, every lane ends with its row's dot.
+            bl_coop_reduce_chains<1>(acc0, q);
+            bl_coop_reduce_chains<1>(acc1, q);
+            dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
+        }
+        if (owner) {
+            bl_coop_cell(p, b, step, row, unit, (bl_u32)warp, 0u, gates_in, dots, bias, c, true);
         }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS)
-    bilstm_recurrence_wide(const bl_recurrence_wide_params p) {
+    bilstm_recurrence_wide(const bl_recurrence_coop_params p) {
     __shared__ __align__(16) float h_s[2][BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE];
     if ((int)blockIdx.x == p.stall_block) {
         return;
     }
+    if (p.tile_height != 8u && p.tile_height != 16u && p.tile_height != 32u) {
+        return;
+    }
+    const bl_coop_block b = bl_coop_block_of<BILSTM_WIDE_BLOCKS_PER_TILE, BL_WIDE_UPB>(p);
+    if (b.valid_windows == 1u) {
+        bl_recurrence_wide_one(p, b, h_s);
+        return;
+    }
     switch (p.tile_height) {
         case 8:
-            bl_recurrence_wide<8>(p, h_s);
+            bl_recurrence_wide<8>(p, b, h_s);
             break;
         case 16:
-            bl_recurrence_wide<16>(p, h_s);
-            break;
-        case 32:
-            bl_recurrence_wide<32>(p, h_s);
+            bl_recurrence_wide<16>(p, b, h_s);
             break;
         default:
+            bl_recurrence_wide<32>(p, b, h_s);
             break;
     }
 }

@@ -20,13 +20,15 @@
 //! use bilstm_kernels::{KernelId, expand_source};
 //! let k = KernelId::RecurrenceWide.kernel();
 //! assert_eq!(k.entry, "bilstm_recurrence_wide");
-//! assert!(k.cooperative);
+//! assert!(k.cooperative());
 //! let full = expand_source(k.source).unwrap();
 //! assert!(!full.lines().any(|l| l.trim_start().starts_with("#include")));
 //! ```
 #![forbid(unsafe_code)]
 
 pub mod params;
+
+use bilstm_core::geometry;
 
 use core::fmt;
 
@@ -46,20 +48,36 @@ pub enum KernelId {
     /// `bilstm_recurrence_resident` (`recurrence_resident.cu`): one block per window and
     /// direction, R on one SM.
     RecurrenceResident,
+    /// `bilstm_recurrence_cluster2` (`recurrence_cluster.cu`): 2-CTA thread-block clusters
+    /// per window and direction, R in registers (compute capability 9.0 and later).
+    RecurrenceCluster2,
+    /// `bilstm_recurrence_cluster4` (`recurrence_cluster.cu`): 4-CTA thread-block clusters
+    /// per window and direction, R in registers (compute capability 9.0 and later).
+    RecurrenceCluster4,
+    /// `bilstm_recurrence_cluster2w2` (`recurrence_cluster.cu`): 2-CTA thread-block clusters
+    /// per pair of windows and direction, R in registers (compute capability 9.0 and later).
+    RecurrenceCluster2W2,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
+    /// `bilstm_projection_tf32x3` (`projection_tf32x3.cu`): FP32-accurate input projection on
+    /// TF32 tensor cores ("3xTF32"), 128x256 tiles (compute capability 8.0 or later).
+    ProjectionTf32x3,
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 7] = [
+pub const ALL: [KernelId; 11] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
     KernelId::RecurrenceWide,
     KernelId::RecurrenceTiled,
     KernelId::RecurrenceResident,
+    KernelId::RecurrenceCluster2,
+    KernelId::RecurrenceCluster4,
+    KernelId::RecurrenceCluster2W2,
     KernelId::ProjectionTf32,
+    KernelId::ProjectionTf32x3,
 ];
 
 /// A kernel: its entry point, its source file and how it is launched.
@@ -73,11 +91,48 @@ pub struct Kernel {
     pub source_name: &'static str,
     /// The source text (before [`expand_source`]).
     pub source: &'static str,
-    /// Whether it must be launched cooperatively (all blocks co-resident).
-    pub cooperative: bool,
+    /// How it is launched.
+    pub launch: LaunchKind,
+    /// Threads per block it is launched with.
+    pub block_threads: u32,
+    /// Dynamic shared bytes per block it is launched with (above 48 KiB the host must allow
+    /// them first with `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    pub dynamic_shared_bytes: u32,
+}
+
+/// How a kernel is launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LaunchKind {
+    /// `cuLaunchKernel`: blocks beyond the device's capacity run in later waves.
+    Plain,
+    /// `cuLaunchCooperativeKernel`: every block resident at once (blocks wait for each other).
+    Cooperative,
+    /// `cuLaunchKernelEx` with the cluster dimension `(size, 1, 1)`
+    /// (`CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`, compute capability 9.0 and later): the CTAs of a
+    /// cluster are co-scheduled; clusters beyond the device's capacity run in later waves.
+    Cluster {
+        /// CTAs per cluster.
+        size: u32,
+        /// Windows each cluster runs side by side (the grid is `2 * ceil(batch / windows)`
+        /// clusters).
+        windows: u32,
+    },
 }
 
 impl Kernel {
+    /// Whether it must be launched cooperatively (all blocks co-resident).
+    pub const fn cooperative(&self) -> bool {
+        matches!(self.launch, LaunchKind::Cooperative)
+    }
+
+    /// The cluster size it must be launched with, if it is a cluster kernel.
+    pub const fn cluster_size(&self) -> Option<u32> {
+        match self.launch {
+            LaunchKind::Cluster { size, .. } => Some(size),
+            _ => None,
+        }
+    }
+
     /// The "Launch contract" comment that opens the kernel's source (comment markers
     /// stripped), or `None` if the source has none (a test checks every source has one).
     pub fn contract(&self) -> Option<String> {
@@ -99,7 +154,9 @@ const PROJECTION_SOURCE: &str = include_str!("../cuda/projection.cu");
 const RECURRENCE_WIDE_SOURCE: &str = include_str!("../cuda/recurrence_wide.cu");
 const RECURRENCE_TILED_SOURCE: &str = include_str!("../cuda/recurrence_tiled.cu");
 const RECURRENCE_RESIDENT_SOURCE: &str = include_str!("../cuda/recurrence_resident.cu");
+const RECURRENCE_CLUSTER_SOURCE: &str = include_str!("../cuda/recurrence_cluster.cu");
 const PROJECTION_TF32_SOURCE: &str = include_str!("../cuda/projection_tf32.cu");
+const PROJECTION_TF32X3_SOURCE: &str = include_str!("../cuda/projection_tf32x3.cu");
 
 /// `bilstm_clear`: zeroes `word_count` exchange words and `error_count` error ints.
 /// 1-D grid (any size; grid-stride loop), 256 threads, no dynamic shared memory, not
@@ -110,7 +167,9 @@ pub const CLEAR: Kernel = Kernel {
     entry: "bilstm_clear",
     source_name: "clear.cu",
     source: CLEAR_SOURCE,
-    cooperative: false,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: 0,
 };
 
 /// `bilstm_projection_small`: `gates[d] = x . W_d` for both directions, 64x64 output tiles.
@@ -122,7 +181,9 @@ pub const PROJECTION_SMALL: Kernel = Kernel {
     entry: "bilstm_projection_small",
     source_name: "projection.cu",
     source: PROJECTION_SOURCE,
-    cooperative: false,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: 0,
 };
 
 /// `bilstm_projection_large`: as [`PROJECTION_SMALL`] with 128x128 output tiles; grid
@@ -132,12 +193,14 @@ pub const PROJECTION_LARGE: Kernel = Kernel {
     entry: "bilstm_projection_large",
     source_name: "projection.cu",
     source: PROJECTION_SOURCE,
-    cooperative: false,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: 0,
 };
 
 /// `bilstm_recurrence_wide`: all steps of one direction of one layer for a range of tiles.
 /// COOPERATIVE; grid `tiles_in_launch * 16` blocks of 256 threads, no dynamic shared memory,
-/// [`params::RecurrenceWideParams`]. Preconditions: exchange zeroed on this stream (by
+/// [`params::RecurrenceCoopParams`]. Preconditions: exchange zeroed on this stream (by
 /// [`CLEAR`]) and laid out by `ExchangeLayout::wide(tile_height, tiles)`, tile height 8, 16 or
 /// 32. A partner that never publishes ends the kernel with `error[0] ==`
 /// [`params::ERROR_PARTNER_LOST`] after `spin_timeout_ns` instead of a hang.
@@ -146,12 +209,14 @@ pub const RECURRENCE_WIDE: Kernel = Kernel {
     entry: "bilstm_recurrence_wide",
     source_name: "recurrence_wide.cu",
     source: RECURRENCE_WIDE_SOURCE,
-    cooperative: true,
+    launch: LaunchKind::Cooperative,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: 0,
 };
 
 /// `bilstm_recurrence_tiled`: all steps of one direction of one layer for a range of
 /// eight-window tiles. COOPERATIVE; grid `tiles_in_launch * 8` blocks of 256 threads, no
-/// dynamic shared memory, [`params::RecurrenceTiledParams`]. Block `b` of a tile owns units
+/// dynamic shared memory, [`params::RecurrenceCoopParams`] (tile height 8). Block `b` of a tile owns units
 /// `16b .. 16b + 16` of the tile's 8 windows and keeps their 64 gate rows of R in registers.
 /// Preconditions: exchange zeroed on this stream (by [`CLEAR`]) and laid out by
 /// `ExchangeLayout::tiled(tiles)`. A partner that never publishes ends the kernel with
@@ -161,7 +226,9 @@ pub const RECURRENCE_TILED: Kernel = Kernel {
     entry: "bilstm_recurrence_tiled",
     source_name: "recurrence_tiled.cu",
     source: RECURRENCE_TILED_SOURCE,
-    cooperative: true,
+    launch: LaunchKind::Cooperative,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: 0,
 };
 
 /// `bilstm_recurrence_resident`: all steps of both directions of one layer, one block per
@@ -176,7 +243,62 @@ pub const RECURRENCE_RESIDENT: Kernel = Kernel {
     entry: "bilstm_recurrence_resident",
     source_name: "recurrence_resident.cu",
     source: RECURRENCE_RESIDENT_SOURCE,
-    cooperative: false,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::RESIDENT_THREADS as u32,
+    dynamic_shared_bytes: geometry::RESIDENT_SHARED_BYTES as u32,
+};
+
+/// `bilstm_recurrence_cluster2`: all steps of both directions of one layer, one 2-CTA
+/// thread-block cluster per (window, direction), that direction's whole R in the cluster's
+/// registers (128 floats a thread), hidden values pushed into every CTA with `st.async` and
+/// awaited on each CTA's mbarrier. Cluster launch (`(2, 1, 1)`), grid `2 * batch * 2` CTAs of
+/// `CLUSTER_THREADS` (256) threads, no dynamic shared memory, [`params::RecurrenceClusterParams`].
+/// Compute capability 9.0 or later (compiled for an older one the entry is a trap). Precondition:
+/// the error words zeroed on this stream (by [`CLEAR`]); a partner that never publishes ends the
+/// kernel with `error[0] ==` [`params::ERROR_PARTNER_LOST`] after `spin_timeout_ns`. Output bits
+/// equal every other recurrence kernel's.
+pub const RECURRENCE_CLUSTER2: Kernel = Kernel {
+    id: KernelId::RecurrenceCluster2,
+    entry: "bilstm_recurrence_cluster2",
+    source_name: "recurrence_cluster.cu",
+    source: RECURRENCE_CLUSTER_SOURCE,
+    launch: LaunchKind::Cluster {
+        size: 2,
+        windows: 1,
+    },
+    block_threads: geometry::CLUSTER_THREADS as u32,
+    dynamic_shared_bytes: 0,
+};
+
+/// `bilstm_recurrence_cluster4`: as [`RECURRENCE_CLUSTER2`] with 4-CTA clusters (64 floats of R
+/// a thread), grid `2 * batch * 4` CTAs, cluster dimension `(4, 1, 1)`.
+pub const RECURRENCE_CLUSTER4: Kernel = Kernel {
+    id: KernelId::RecurrenceCluster4,
+    entry: "bilstm_recurrence_cluster4",
+    source_name: "recurrence_cluster.cu",
+    source: RECURRENCE_CLUSTER_SOURCE,
+    launch: LaunchKind::Cluster {
+        size: 4,
+        windows: 1,
+    },
+    block_threads: geometry::CLUSTER_THREADS as u32,
+    dynamic_shared_bytes: 0,
+};
+
+/// `bilstm_recurrence_cluster2w2`: as [`RECURRENCE_CLUSTER2`] with two windows per cluster (each
+/// lane applies its registers of R to both windows' hidden states every step); grid
+/// `2 * ceil(batch / 2) * 2` CTAs, cluster dimension `(2, 1, 1)`.
+pub const RECURRENCE_CLUSTER2W2: Kernel = Kernel {
+    id: KernelId::RecurrenceCluster2W2,
+    entry: "bilstm_recurrence_cluster2w2",
+    source_name: "recurrence_cluster.cu",
+    source: RECURRENCE_CLUSTER_SOURCE,
+    launch: LaunchKind::Cluster {
+        size: 2,
+        windows: 2,
+    },
+    block_threads: geometry::CLUSTER_THREADS as u32,
+    dynamic_shared_bytes: 0,
 };
 
 /// `bilstm_projection_tf32`: `gates[d] = tf32(x) . Wt_d` for both directions on TF32 tensor
@@ -193,7 +315,30 @@ pub const PROJECTION_TF32: Kernel = Kernel {
     entry: "bilstm_projection_tf32",
     source_name: "projection_tf32.cu",
     source: PROJECTION_TF32_SOURCE,
-    cooperative: false,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: geometry::PROJ_TF32_SHARED_BYTES as u32,
+};
+
+/// `bilstm_projection_tf32x3`: `gates[d] = x . W_d` for both directions at FP32 accuracy on TF32
+/// tensor cores ("3xTF32"), `W_d` the packed K-major FP32 weights (`PackedOffsets::input_kmajor`,
+/// as for the FP32 tiles). Not cooperative; grid `(ceil(rows / 128), 512 / 256, 2)`, 256 threads,
+/// `PROJ_TF32X3_SHARED_BYTES` (57,856) dynamic shared bytes, which the host must allow first with
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`; [`params::ProjectionParams`] (the FP32
+/// tiles' struct). Compute capability 8.0 or later: compiled for an older architecture the entry
+/// is a trap and must not be launched. Each operand is split in the kernel into a TF32 part and a
+/// TF32 remainder (`bilstm_core::layout::split_tf32`); per 8 values of k, in ascending k, the
+/// products lo(x)hi(W), hi(x)lo(W), hi(x)hi(W) are added in that fixed order to an FP32
+/// accumulator: every row runs the same instructions, so a window's bits do not depend on the
+/// batch, and runs repeat bit for bit (not bitwise equal to the FP32 SIMT tiles).
+pub const PROJECTION_TF32X3: Kernel = Kernel {
+    id: KernelId::ProjectionTf32x3,
+    entry: "bilstm_projection_tf32x3",
+    source_name: "projection_tf32x3.cu",
+    source: PROJECTION_TF32X3_SOURCE,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: geometry::PROJ_TF32X3_SHARED_BYTES as u32,
 };
 
 impl KernelId {
@@ -206,7 +351,11 @@ impl KernelId {
             KernelId::RecurrenceWide => &RECURRENCE_WIDE,
             KernelId::RecurrenceTiled => &RECURRENCE_TILED,
             KernelId::RecurrenceResident => &RECURRENCE_RESIDENT,
+            KernelId::RecurrenceCluster2 => &RECURRENCE_CLUSTER2,
+            KernelId::RecurrenceCluster4 => &RECURRENCE_CLUSTER4,
+            KernelId::RecurrenceCluster2W2 => &RECURRENCE_CLUSTER2W2,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
+            KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
         }
     }
 
@@ -219,7 +368,11 @@ impl KernelId {
             KernelId::RecurrenceWide => "recurrence_wide",
             KernelId::RecurrenceTiled => "recurrence_tiled",
             KernelId::RecurrenceResident => "recurrence_resident",
+            KernelId::RecurrenceCluster2 => "recurrence_cluster2",
+            KernelId::RecurrenceCluster4 => "recurrence_cluster4",
+            KernelId::RecurrenceCluster2W2 => "recurrence_cluster2w2",
             KernelId::ProjectionTf32 => "projection_tf32",
+            KernelId::ProjectionTf32x3 => "projection_tf32x3",
         }
     }
 }
@@ -240,7 +393,7 @@ pub struct Header {
 }
 
 /// Every shared header.
-pub const HEADERS: [Header; 3] = [
+pub const HEADERS: [Header; 5] = [
     Header {
         name: "common.cuh",
         source: include_str!("../cuda/common.cuh"),
@@ -253,17 +406,27 @@ pub const HEADERS: [Header; 3] = [
         name: "exchange.cuh",
         source: include_str!("../cuda/exchange.cuh"),
     },
+    Header {
+        name: "mma.cuh",
+        source: include_str!("../cuda/mma.cuh"),
+    },
+    Header {
+        name: "coop.cuh",
+        source: include_str!("../cuda/coop.cuh"),
+    },
 ];
 
 /// Every distinct `.cu` source: `(file name, text)`.
-pub fn sources() -> [(&'static str, &'static str); 6] {
+pub fn sources() -> [(&'static str, &'static str); 8] {
     [
         ("clear.cu", CLEAR_SOURCE),
         ("projection.cu", PROJECTION_SOURCE),
         ("recurrence_wide.cu", RECURRENCE_WIDE_SOURCE),
         ("recurrence_tiled.cu", RECURRENCE_TILED_SOURCE),
         ("recurrence_resident.cu", RECURRENCE_RESIDENT_SOURCE),
+        ("recurrence_cluster.cu", RECURRENCE_CLUSTER_SOURCE),
         ("projection_tf32.cu", PROJECTION_TF32_SOURCE),
+        ("projection_tf32x3.cu", PROJECTION_TF32X3_SOURCE),
     ]
 }
 
@@ -380,7 +543,7 @@ mod tests {
                 assert!(contract.contains(field), "{id}: contract lacks {field}");
             }
             assert!(
-                contract.contains(if k.cooperative {
+                contract.contains(if k.cooperative() {
                     "COOPERATIVE"
                 } else {
                     "Not cooperative"
@@ -445,14 +608,9 @@ mod tests {
                 core::mem::size_of::<params::ProjectionParams>(),
             ),
             (
-                "recurrence_wide.cu",
-                "sizeof(bl_recurrence_wide_params) ==",
-                core::mem::size_of::<params::RecurrenceWideParams>(),
-            ),
-            (
-                "recurrence_tiled.cu",
-                "sizeof(bl_recurrence_tiled_params) ==",
-                core::mem::size_of::<params::RecurrenceTiledParams>(),
+                "coop.cuh",
+                "sizeof(bl_recurrence_coop_params) ==",
+                core::mem::size_of::<params::RecurrenceCoopParams>(),
             ),
             (
                 "recurrence_resident.cu",
@@ -464,12 +622,18 @@ mod tests {
                 "sizeof(bl_projection_tf32_params) ==",
                 core::mem::size_of::<params::ProjectionTf32Params>(),
             ),
+            (
+                "projection_tf32x3.cu",
+                "sizeof(bl_projection_params) ==",
+                core::mem::size_of::<params::ProjectionParams>(),
+            ),
         ];
         for (file, needle, size) in pairs {
             let text = sources()
-                .iter()
+                .into_iter()
+                .chain(HEADERS.iter().map(|h| (h.name, h.source)))
                 .find(|(n, _)| *n == file)
-                .map(|(_, t)| *t)
+                .map(|(_, t)| t)
                 .unwrap_or_default();
             assert!(
                 text.contains(&format!("{needle} {size},")),

@@ -34,8 +34,8 @@ pub struct ClearParams {
 }
 const _: () = assert!(size_of::<ClearParams>() == 32);
 
-/// Parameters of `bilstm_projection_small` and `bilstm_projection_large`
-/// (`bl_projection_params` in `projection.cu`).
+/// Parameters of `bilstm_projection_small`, `bilstm_projection_large` (`bl_projection_params`
+/// in `projection.cu`) and `bilstm_projection_tf32x3` (the same struct in `projection_tf32x3.cu`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ProjectionParams {
@@ -55,11 +55,12 @@ pub struct ProjectionParams {
 }
 const _: () = assert!(size_of::<ProjectionParams>() == 48);
 
-/// Parameters of `bilstm_recurrence_wide` (`bl_recurrence_wide_params` in
-/// `recurrence_wide.cu`).
+/// Parameters of the two cooperative recurrences, `bilstm_recurrence_wide` and
+/// `bilstm_recurrence_tiled` (`bl_recurrence_coop_params` in `coop.cuh`, which both kernels
+/// include).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RecurrenceWideParams {
+pub struct RecurrenceCoopParams {
     /// `const float*`: this direction's projection `[batch * frames, 512]`.
     pub proj: u64,
     /// `const float*`: this direction's packed recurrent rows `[512, 128]`.
@@ -82,7 +83,8 @@ pub struct RecurrenceWideParams {
     pub layer: u32,
     /// 0 forward, 1 reverse.
     pub direction: u32,
-    /// Windows per tile: 8, 16 or 32.
+    /// Windows per tile: 8, 16 or 32 for the wide kernel, `TILED_WINDOWS` (8) for the tiled
+    /// one (with any other value the kernel returns at once, writing nothing).
     pub tile_height: u32,
     /// The first tile of this launch.
     pub tile_offset: u32,
@@ -99,50 +101,7 @@ pub struct RecurrenceWideParams {
     /// Padding; zero.
     pub reserved: u32,
 }
-const _: () = assert!(size_of::<RecurrenceWideParams>() == 104);
-
-/// Parameters of `bilstm_recurrence_tiled` (`bl_recurrence_tiled_params` in
-/// `recurrence_tiled.cu`). The tile height is fixed (`TILED_WINDOWS`), so unlike
-/// [`RecurrenceWideParams`] there is no `tile_height`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RecurrenceTiledParams {
-    /// `const float*`: this direction's projection `[batch * frames, 512]`.
-    pub proj: u64,
-    /// `const float*`: this direction's packed recurrent rows `[512, 128]`.
-    pub recurrent: u64,
-    /// `const float*`: this direction's packed combined bias `[512]`.
-    pub bias: u64,
-    /// `float*`: the layer output `[batch, frames, 256]`.
-    pub out: u64,
-    /// `u64*`: the aligned exchange base (both directions, all tiles).
-    pub exchange: u64,
-    /// `int*`: the error array ([`ERROR_WORDS`] ints).
-    pub error: u64,
-    /// A block that waits longer than this for a partner gives up (nanoseconds).
-    pub spin_timeout_ns: u64,
-    /// Windows in the batch.
-    pub batch: u32,
-    /// Frames (steps) per window.
-    pub frames: u32,
-    /// Layer index (part of the exchange flag).
-    pub layer: u32,
-    /// 0 forward, 1 reverse.
-    pub direction: u32,
-    /// The first tile of this launch.
-    pub tile_offset: u32,
-    /// Exchange layout: words between producer blocks.
-    pub block_stride: u32,
-    /// Exchange layout: words between the two parity slots.
-    pub slot_stride: u32,
-    /// Exchange layout: words between tiles.
-    pub tile_stride: u32,
-    /// Exchange layout: words between the directions.
-    pub direction_stride: u32,
-    /// Test-only fault injection: this block index returns at once (`-1`: none).
-    pub stall_block: i32,
-}
-const _: () = assert!(size_of::<RecurrenceTiledParams>() == 96);
+const _: () = assert!(size_of::<RecurrenceCoopParams>() == 104);
 
 /// Parameters of `bilstm_recurrence_resident` (`bl_recurrence_resident_params` in
 /// `recurrence_resident.cu`): both directions of one layer in one launch, so the per-direction
@@ -164,6 +123,35 @@ pub struct RecurrenceResidentParams {
     pub frames: u32,
 }
 const _: () = assert!(size_of::<RecurrenceResidentParams>() == 64);
+
+/// Parameters of `bilstm_recurrence_cluster2` and `bilstm_recurrence_cluster4`
+/// (`bl_recurrence_cluster_params` in `recurrence_cluster.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecurrenceClusterParams {
+    /// `const float*` per direction: the projection `[batch * frames, 512]`.
+    pub proj: [u64; 2],
+    /// `const float*` per direction: packed recurrent rows `[512, 128]`.
+    pub recurrent: [u64; 2],
+    /// `const float*` per direction: packed combined bias `[512]`.
+    pub bias: [u64; 2],
+    /// `float*`: the layer output `[batch, frames, 256]`.
+    pub out: u64,
+    /// `int*`: the [`ERROR_WORDS`] error words, zeroed before the launch.
+    pub error: u64,
+    /// A wait for a partner longer than this (ns, `%globaltimer`) ends the kernel with
+    /// [`ERROR_PARTNER_LOST`].
+    pub spin_timeout_ns: u64,
+    /// Windows in the batch (the grid is `2 * batch * cluster size` CTAs).
+    pub batch: u32,
+    /// Frames (steps) per window.
+    pub frames: u32,
+    /// The layer (reported with a lost partner).
+    pub layer: u32,
+    /// Test hook: the CTA (`blockIdx.x`) that never publishes; -1 in production.
+    pub stall_cta: i32,
+}
+const _: () = assert!(size_of::<RecurrenceClusterParams>() == 88);
 
 /// Parameters of `bilstm_projection_tf32` (`bl_projection_tf32_params` in `projection_tf32.cu`).
 #[repr(C)]
@@ -216,59 +204,85 @@ mod tests {
     }
 
     #[test]
-    fn recurrence_wide_offsets() {
+    fn recurrence_coop_offsets() {
         let pointers = [
-            offset_of!(RecurrenceWideParams, proj),
-            offset_of!(RecurrenceWideParams, recurrent),
-            offset_of!(RecurrenceWideParams, bias),
-            offset_of!(RecurrenceWideParams, out),
-            offset_of!(RecurrenceWideParams, exchange),
-            offset_of!(RecurrenceWideParams, error),
-            offset_of!(RecurrenceWideParams, spin_timeout_ns),
+            offset_of!(RecurrenceCoopParams, proj),
+            offset_of!(RecurrenceCoopParams, recurrent),
+            offset_of!(RecurrenceCoopParams, bias),
+            offset_of!(RecurrenceCoopParams, out),
+            offset_of!(RecurrenceCoopParams, exchange),
+            offset_of!(RecurrenceCoopParams, error),
+            offset_of!(RecurrenceCoopParams, spin_timeout_ns),
         ];
         assert_eq!(pointers, [0, 8, 16, 24, 32, 40, 48]);
         let words = [
-            offset_of!(RecurrenceWideParams, batch),
-            offset_of!(RecurrenceWideParams, frames),
-            offset_of!(RecurrenceWideParams, layer),
-            offset_of!(RecurrenceWideParams, direction),
-            offset_of!(RecurrenceWideParams, tile_height),
-            offset_of!(RecurrenceWideParams, tile_offset),
-            offset_of!(RecurrenceWideParams, block_stride),
-            offset_of!(RecurrenceWideParams, slot_stride),
-            offset_of!(RecurrenceWideParams, tile_stride),
-            offset_of!(RecurrenceWideParams, direction_stride),
-            offset_of!(RecurrenceWideParams, stall_block),
-            offset_of!(RecurrenceWideParams, reserved),
+            offset_of!(RecurrenceCoopParams, batch),
+            offset_of!(RecurrenceCoopParams, frames),
+            offset_of!(RecurrenceCoopParams, layer),
+            offset_of!(RecurrenceCoopParams, direction),
+            offset_of!(RecurrenceCoopParams, tile_height),
+            offset_of!(RecurrenceCoopParams, tile_offset),
+            offset_of!(RecurrenceCoopParams, block_stride),
+            offset_of!(RecurrenceCoopParams, slot_stride),
+            offset_of!(RecurrenceCoopParams, tile_stride),
+            offset_of!(RecurrenceCoopParams, direction_stride),
+            offset_of!(RecurrenceCoopParams, stall_block),
+            offset_of!(RecurrenceCoopParams, reserved),
         ];
         assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100]);
     }
 
+    /// The C mirror in `coop.cuh` declares the same fields in the same order (the offsets above
+    /// then hold on both sides, given the C types' sizes, which the static_assert of the total
+    /// size and the field types below pin), and asserts the same size.
     #[test]
-    fn recurrence_tiled_offsets() {
-        let pointers = [
-            offset_of!(RecurrenceTiledParams, proj),
-            offset_of!(RecurrenceTiledParams, recurrent),
-            offset_of!(RecurrenceTiledParams, bias),
-            offset_of!(RecurrenceTiledParams, out),
-            offset_of!(RecurrenceTiledParams, exchange),
-            offset_of!(RecurrenceTiledParams, error),
-            offset_of!(RecurrenceTiledParams, spin_timeout_ns),
+    fn recurrence_coop_mirror_in_coop_cuh() {
+        let cuh = include_str!("../cuda/coop.cuh");
+        let body = cuh
+            .split("struct bl_recurrence_coop_params {")
+            .nth(1)
+            .and_then(|rest| rest.split("};").next())
+            .expect("coop.cuh declares bl_recurrence_coop_params");
+        let fields: Vec<(String, String)> = body
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+            .map(|l| {
+                let decl = l.trim_end_matches(';');
+                let (ty, name) = decl.rsplit_once(' ').expect("a `type name;` line");
+                (ty.trim().to_string(), name.to_string())
+            })
+            .collect();
+        let want = [
+            ("const float*", "proj"),
+            ("const float*", "recurrent"),
+            ("const float*", "bias"),
+            ("float*", "out"),
+            ("bl_u64*", "exchange"),
+            ("int*", "error"),
+            ("bl_u64", "spin_timeout_ns"),
+            ("bl_u32", "batch"),
+            ("bl_u32", "frames"),
+            ("bl_u32", "layer"),
+            ("bl_u32", "direction"),
+            ("bl_u32", "tile_height"),
+            ("bl_u32", "tile_offset"),
+            ("bl_u32", "block_stride"),
+            ("bl_u32", "slot_stride"),
+            ("bl_u32", "tile_stride"),
+            ("bl_u32", "direction_stride"),
+            ("int", "stall_block"),
+            ("bl_u32", "reserved"),
         ];
-        assert_eq!(pointers, [0, 8, 16, 24, 32, 40, 48]);
-        let words = [
-            offset_of!(RecurrenceTiledParams, batch),
-            offset_of!(RecurrenceTiledParams, frames),
-            offset_of!(RecurrenceTiledParams, layer),
-            offset_of!(RecurrenceTiledParams, direction),
-            offset_of!(RecurrenceTiledParams, tile_offset),
-            offset_of!(RecurrenceTiledParams, block_stride),
-            offset_of!(RecurrenceTiledParams, slot_stride),
-            offset_of!(RecurrenceTiledParams, tile_stride),
-            offset_of!(RecurrenceTiledParams, direction_stride),
-            offset_of!(RecurrenceTiledParams, stall_block),
-        ];
-        assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92]);
+        let got: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(t, n)| (t.as_str(), n.as_str()))
+            .collect();
+        assert_eq!(got, want);
+        assert!(cuh.contains(&format!(
+            "static_assert(sizeof(bl_recurrence_coop_params) == {},",
+            size_of::<RecurrenceCoopParams>()
+        )));
     }
 
     #[test]
@@ -279,6 +293,23 @@ mod tests {
         assert_eq!(offset_of!(RecurrenceResidentParams, out), 48);
         assert_eq!(offset_of!(RecurrenceResidentParams, batch), 56);
         assert_eq!(offset_of!(RecurrenceResidentParams, frames), 60);
+    }
+
+    #[test]
+    fn recurrence_cluster_offsets() {
+        let fields = [
+            offset_of!(RecurrenceClusterParams, proj),
+            offset_of!(RecurrenceClusterParams, recurrent),
+            offset_of!(RecurrenceClusterParams, bias),
+            offset_of!(RecurrenceClusterParams, out),
+            offset_of!(RecurrenceClusterParams, error),
+            offset_of!(RecurrenceClusterParams, spin_timeout_ns),
+            offset_of!(RecurrenceClusterParams, batch),
+            offset_of!(RecurrenceClusterParams, frames),
+            offset_of!(RecurrenceClusterParams, layer),
+            offset_of!(RecurrenceClusterParams, stall_cta),
+        ];
+        assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84]);
     }
 
     #[test]

@@ -31,7 +31,7 @@ fn every_owning_lane_gets_the_tree_of_its_unit_window_and_gate() {
                 *slot = chain(a, 2 * pp + s, n, q);
             }
         }
-        // bl_tiled_reduce_chains: offsets 1, 2, 4, 8 over 8, 4, 2, 1 values.
+        // bl_coop_reduce_chains<8> (coop.cuh): offsets 1, 2, 4, 8 over 8, 4, 2, 1 values.
         reduce_level(acc_x, 8, 1);
         reduce_level(acc_x, 4, 2);
         reduce_level(acc_x, 2, 4);

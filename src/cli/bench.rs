@@ -36,9 +36,67 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub warmup: usize,
     /// One JSON object per line on stdout (keys backend, device, kernel, math, batch, frames,
-    /// ms, min_ms, max_ms, iters, windows_per_s) and nothing else; notes stay on stderr.
+    /// ms, min_ms, max_ms, iters, windows_per_s, and with --phases phases) and nothing else;
+    /// notes stay on stderr.
     #[arg(long)]
     pub json: bool,
+    /// Also time each layer's projection and recurrence (CUDA events, median of --iters
+    /// separate passes): a table per batch after the usual output, or the key "phases" (a list
+    /// of {"layer", "projection_ms", "recurrence_ms"}) in the JSON lines. CUDA backend only.
+    #[arg(long)]
+    pub phases: bool,
+}
+
+/// One layer's phase times in ms (from `bilstm_cuda::phases` on the CUDA backend).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Phase {
+    layer: usize,
+    projection_ms: f64,
+    recurrence_ms: f64,
+}
+
+/// The `"phases"` JSON value: one object per layer.
+fn phases_json(phases: &[Phase]) -> serde_json::Value {
+    serde_json::Value::Array(
+        phases
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "layer": p.layer,
+                    "projection_ms": round_to(p.projection_ms, 4),
+                    "recurrence_ms": round_to(p.recurrence_ms, 4),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The per-layer table of one batch: projection, recurrence, their sum, then a total row.
+fn phases_table(batch: usize, phases: &[Phase]) -> String {
+    let mut out = format!(
+        "batch {batch}: per-layer phases (device events, median ms)\n{:>6} {:>14} {:>14} {:>10}\n",
+        "layer", "projection", "recurrence", "total"
+    );
+    let (mut proj, mut rec) = (0.0, 0.0);
+    for p in phases {
+        proj += p.projection_ms;
+        rec += p.recurrence_ms;
+        out.push_str(&format!(
+            "{:>6} {:>14.4} {:>14.4} {:>10.4}\n",
+            p.layer,
+            p.projection_ms,
+            p.recurrence_ms,
+            p.projection_ms + p.recurrence_ms
+        ));
+    }
+    out.push_str(&format!(
+        "{:>6} {:>14.4} {:>14.4} {:>10.4}\n",
+        "all",
+        proj,
+        rec,
+        proj + rec
+    ));
+    out
 }
 
 /// One timed batch size.
@@ -48,6 +106,8 @@ struct Measurement {
     median_ms: f64,
     min_ms: f64,
     max_ms: f64,
+    /// Per-layer phases (`--phases` on the CUDA backend).
+    phases: Option<Vec<Phase>>,
 }
 
 impl Measurement {
@@ -65,6 +125,7 @@ impl Measurement {
             median_ms,
             min_ms: times_ms.first().copied().unwrap_or(f64::NAN),
             max_ms: times_ms.last().copied().unwrap_or(f64::NAN),
+            phases: None,
         }
     }
 
@@ -106,6 +167,10 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
         args.iters,
         args.warmup
     );
+    if args.phases && backend.name() != "cuda" {
+        note!("--phases: per-phase timing needs the CUDA backend; no phases reported");
+    }
+    let mut tables = Vec::new();
     if !args.json {
         writeln!(
             out,
@@ -123,7 +188,7 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
         bar.set_message(format!("batch {batch}"));
         let m = time_batch(&mut backend, &shape, batch, args, &bar)?;
         let line = if args.json {
-            serde_json::json!({
+            let mut obj = serde_json::json!({
                 "backend": backend.name(),
                 "device": backend.device_name(),
                 "kernel": m.kernel,
@@ -135,9 +200,15 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
                 "max_ms": round_to(m.max_ms, 4),
                 "iters": args.iters,
                 "windows_per_s": round_to(m.windows_per_s(), 2),
-            })
-            .to_string()
+            });
+            if let (Some(p), Some(map)) = (&m.phases, obj.as_object_mut()) {
+                map.insert("phases".into(), phases_json(p));
+            }
+            obj.to_string()
         } else {
+            if let Some(p) = &m.phases {
+                tables.push(phases_table(m.batch, p));
+            }
             format!(
                 "{:>6}  {:<7} {:<48} {:>11.3} {:>11.2}",
                 m.batch,
@@ -150,6 +221,10 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
         bar.suspend(|| writeln!(out, "{line}"))?;
     }
     bar.finish_and_clear();
+    for t in &tables {
+        writeln!(out)?;
+        write!(out, "{t}")?;
+    }
     Ok(())
 }
 
@@ -164,12 +239,25 @@ fn time_batch(
     #[cfg(feature = "cuda")]
     if let super::engine::Engine::Cuda(gpu) = &mut backend.engine {
         let times = bilstm_cuda::timing::time_forward_device(gpu, batch, args.iters, args.warmup)?;
+        // Separate passes, so the events between layers never touch the figures above.
+        let phases = if args.phases {
+            let p = bilstm_cuda::phases::time_phases(gpu, batch, args.iters, 1)?;
+            Some(
+                p.iter()
+                    .map(|p| Phase {
+                        layer: p.layer,
+                        projection_ms: p.projection_ms,
+                        recurrence_ms: p.recurrence_ms,
+                    })
+                    .collect(),
+            )
+        } else {
+            None
+        };
         bar.inc(u64::try_from(args.warmup + args.iters).unwrap_or(u64::MAX));
-        return Ok(Measurement::from_times(
-            batch,
-            backend.kernel_label(),
-            times,
-        ));
+        let mut m = Measurement::from_times(batch, backend.kernel_label(), times);
+        m.phases = phases;
+        return Ok(m);
     }
     let input = random_input(shape, batch, INPUT_SEED);
     let mut output = vec![0.0f32; shape.output_len(batch)?];
@@ -206,6 +294,45 @@ mod tests {
             Measurement::from_times(1, "k".into(), vec![])
                 .median_ms
                 .is_nan()
+        );
+    }
+
+    fn fake() -> Vec<Phase> {
+        vec![
+            Phase {
+                layer: 0,
+                projection_ms: 0.05,
+                recurrence_ms: 0.95,
+            },
+            Phase {
+                layer: 1,
+                projection_ms: 0.25,
+                recurrence_ms: 0.75,
+            },
+        ]
+    }
+
+    #[test]
+    fn phases_json_lists_layers_with_both_times() {
+        let v = phases_json(&fake());
+        assert_eq!(
+            v.to_string(),
+            r#"[{"layer":0,"projection_ms":0.05,"recurrence_ms":0.95},{"layer":1,"projection_ms":0.25,"recurrence_ms":0.75}]"#
+        );
+    }
+
+    #[test]
+    fn phases_table_has_a_row_per_layer_and_a_total() {
+        let t = phases_table(32, &fake());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 5, "{t}");
+        assert!(lines[0].starts_with("batch 32:"));
+        assert!(lines[2].contains("0.0500") && lines[2].contains("0.9500"));
+        assert!(lines[4].trim_start().starts_with("all"));
+        assert!(
+            lines[4].contains("0.3000")
+                && lines[4].contains("1.7000")
+                && lines[4].ends_with("2.0000")
         );
     }
 }

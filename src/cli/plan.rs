@@ -4,7 +4,9 @@ use std::io::Write;
 
 use bilstm_core::device::DeviceFacts;
 use bilstm_core::device::table::{self, TableEntry};
-use bilstm_core::plan::{self, KernelResources, Plan, RecurrenceSchedule};
+use bilstm_core::plan::{
+    self, ForcedRecurrence, KernelResources, Overrides, Plan, RecurrenceSchedule,
+};
 use bilstm_core::{MathMode, StackShape};
 use clap::Args;
 
@@ -30,6 +32,21 @@ pub struct PlanArgs {
     /// Print each decision's reason, one line per decision, under its GPU's row.
     #[arg(long)]
     pub explain: bool,
+    /// Force the recurrence kernel: `wide`, `tiled`, `resident`, `cluster` (cluster size by the
+    /// rules), `cluster2` or `cluster4` (clusters of 2 or 4 CTAs); `auto`: the rules' choice.
+    /// A GPU that cannot run it shows "no plan" and why.
+    #[arg(long, value_name = "KIND", default_value = "auto", value_parser = parse_recurrence)]
+    pub recurrence: ForcedRecurrence,
+}
+
+/// Parses `--recurrence`: a name of [`ForcedRecurrence::NAMES`] (any case).
+fn parse_recurrence(s: &str) -> Result<ForcedRecurrence, String> {
+    ForcedRecurrence::parse(s).ok_or_else(|| {
+        format!(
+            "unknown recurrence; valid names: {}",
+            ForcedRecurrence::NAMES.join(", ")
+        )
+    })
 }
 
 /// `--device`: which GPU to plan for.
@@ -81,10 +98,10 @@ pub(crate) fn plan(args: &PlanArgs, out: &mut dyn Write) -> Result<(), CliError>
         Some(DeviceArg::Table(entry)) => table_plans(args, &[*entry], out),
         Some(DeviceArg::All) => table_plans(args, table::all(), out),
         Some(DeviceArg::Local) => {
-            let local = local_gpu(&shape, args.batch, math)?;
+            let local = local_gpu(&shape, args.batch, math, args.recurrence)?;
             local_plan(args, &local, out)
         }
-        None => match local_gpu(&shape, args.batch, math) {
+        None => match local_gpu(&shape, args.batch, math, args.recurrence) {
             Ok(local) => local_plan(args, &local, out),
             Err(why) => {
                 note!("no usable GPU ({why}); showing the device table");
@@ -112,8 +129,15 @@ struct LocalGpu {
 /// then shows the device table, saying why). A batch without a plan is not an error here:
 /// its row says why.
 #[cfg(feature = "cuda")]
-fn local_gpu(shape: &StackShape, batch: usize, math: MathMode) -> Result<LocalGpu, CliError> {
+fn local_gpu(
+    shape: &StackShape,
+    batch: usize,
+    math: MathMode,
+    recurrence: ForcedRecurrence,
+) -> Result<LocalGpu, CliError> {
     let mut gpu = bilstm_cuda::CudaBackend::new(0)?;
+    // Not prepared: the overrides are only stored, and checked by the plan below.
+    gpu.set_overrides(recurrence.apply(Overrides::default()))?;
     let plan = match gpu.plan_for(shape, batch, math) {
         Ok(plan) => Ok(plan),
         // Planning refused the batch (no plan, overflow): the row says so.
@@ -130,7 +154,12 @@ fn local_gpu(shape: &StackShape, batch: usize, math: MathMode) -> Result<LocalGp
 
 /// Without the `cuda` feature there is no local GPU.
 #[cfg(not(feature = "cuda"))]
-fn local_gpu(_shape: &StackShape, _batch: usize, _math: MathMode) -> Result<LocalGpu, CliError> {
+fn local_gpu(
+    _shape: &StackShape,
+    _batch: usize,
+    _math: MathMode,
+    _recurrence: ForcedRecurrence,
+) -> Result<LocalGpu, CliError> {
     Err(crate::Error::CudaNotBuilt.into())
 }
 
@@ -195,13 +224,15 @@ fn table_plans(
     )?;
     heading(out)?;
     let shape = StackShape::pyannote().with_frames(args.frames);
+    let overrides = args.recurrence.apply(Overrides::default());
     for entry in entries {
-        let plan = plan::select(
+        let plan = plan::select_with(
             &entry.facts,
             &KernelResources::nominal(),
             &shape,
             args.batch,
             args.math.into(),
+            &overrides,
         )
         .map_err(|e| e.to_string());
         row(out, entry.name, &entry.facts, &plan, args.explain)?;
@@ -222,7 +253,8 @@ fn local_plan(args: &PlanArgs, gpu: &LocalGpu, out: &mut dyn Write) -> Result<()
     row(out, "local", &gpu.facts, &gpu.plan, args.explain)
 }
 
-/// The schedule column: tiles and launches of a cooperative recurrence, or the resident grid.
+/// The schedule column: tiles and launches of a cooperative recurrence, or the resident or
+/// cluster grid.
 pub(crate) fn schedule_label(plan: &Plan) -> String {
     match plan.schedule.choice {
         RecurrenceSchedule::Resident { grid_blocks } => format!(
@@ -230,7 +262,20 @@ pub(crate) fn schedule_label(plan: &Plan) -> String {
             plan.co_resident_blocks
         ),
         RecurrenceSchedule::Cooperative(s) => coop_label(&s),
+        RecurrenceSchedule::Cluster(s) => cluster_label(&s),
     }
+}
+
+/// A cluster schedule in a few words.
+fn cluster_label(s: &plan::ClusterSchedule) -> String {
+    format!(
+        "{}-CTA clusters x{}, {} per wave, {} wave{}",
+        s.cluster_size,
+        s.clusters(),
+        s.clusters_per_wave,
+        s.waves,
+        if s.waves == 1 { "" } else { "s" }
+    )
 }
 
 /// A cooperative schedule in a few words.
@@ -255,6 +300,7 @@ pub(crate) fn last_forward_label(gpu: &bilstm_cuda::CudaBackend) -> Option<Strin
     let p = gpu.last_forward()?.plan;
     let schedule = match p.schedule.choice {
         RecurrenceSchedule::Resident { grid_blocks } => format!("grid of {grid_blocks} blocks"),
+        RecurrenceSchedule::Cluster(c) => cluster_label(&c),
         RecurrenceSchedule::Cooperative(c) => {
             let launches = c.launches_per_direction();
             format!(
@@ -297,6 +343,31 @@ mod tests {
     }
 
     #[test]
+    fn recurrence_names_parse_and_force_the_plan() {
+        assert_eq!(
+            parse_recurrence("Cluster2").map(|f| f.cluster_size),
+            Ok(Some(2))
+        );
+        let e = parse_recurrence("cluster3").unwrap_err();
+        assert!(e.contains("cluster4") && e.contains("resident"), "{e}");
+        let args = PlanArgs {
+            device: Some(DeviceArg::All),
+            batch: 1,
+            math: MathArg::Fp32,
+            frames: 589,
+            explain: false,
+            recurrence: parse_recurrence("cluster2").unwrap(),
+        };
+        let mut out = Vec::new();
+        plan(&args, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let h200 = text.lines().find(|l| l.starts_with("h200")).unwrap();
+        assert!(h200.contains("cluster    2-CTA clusters x2"), "{text}");
+        let a100 = text.lines().find(|l| l.starts_with("a100")).unwrap();
+        assert!(a100.contains("no plan") && a100.contains("9.0"), "{text}");
+    }
+
+    #[test]
     fn every_table_plan_prints_one_row() {
         let args = PlanArgs {
             device: Some(DeviceArg::All),
@@ -304,6 +375,7 @@ mod tests {
             math: MathArg::Fp32,
             frames: 589,
             explain: true,
+            recurrence: ForcedRecurrence::default(),
         };
         let mut out = Vec::new();
         plan(&args, &mut out).unwrap();

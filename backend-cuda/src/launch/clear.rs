@@ -46,8 +46,8 @@ pub(crate) fn launch(
     });
     let cfg = LaunchConfig {
         grid_dim: (blocks as u32, 1, 1),
-        block_dim: (BLOCK_THREADS as u32, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (bilstm_kernels::CLEAR.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::CLEAR.dynamic_shared_bytes,
     };
     // SAFETY: `func` is bilstm_clear loaded from clear.cu, whose only parameter is
     // bl_clear_params, which `KernelArg<ClearParams>` mirrors (DeviceRepr impl in launch/mod.rs).

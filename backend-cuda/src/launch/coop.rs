@@ -6,12 +6,21 @@ use core::ops::Range;
 use bilstm_core::Direction;
 use bilstm_core::exchange::{ExchangeLayout, flag};
 use bilstm_core::geometry::EXCHANGE_ALIGN_BYTES;
-use bilstm_kernels::params::ERROR_WORDS;
+use bilstm_kernels::params::{ERROR_WORDS, RecurrenceCoopParams};
+use cudarc::driver::DeviceRepr;
 
 use super::{
-    Span, check_direction_tensors, check_output, product, require, require_aligned, to_u32,
+    KernelArg, Span, check_direction_tensors, check_output, product, require, require_aligned,
+    to_u32,
 };
 use crate::error::CudaError;
+
+// SAFETY: `RecurrenceCoopParams` is `#[repr(C)]`, `Copy`, holds only integers (device addresses
+// as u64), and its layout equals `bl_recurrence_coop_params` in kernels/cuda/coop.cuh, the one
+// parameter struct of recurrence_wide.cu and recurrence_tiled.cu (size asserted on both sides:
+// 104 bytes; offsets and the C field order pinned by bilstm_kernels' params tests). `KernelArg`
+// is `repr(transparent)`, so it has the same layout.
+unsafe impl DeviceRepr for KernelArg<RecurrenceCoopParams> {}
 
 /// What one launch of a cooperative recurrence (wide or tiled) reads and writes.
 #[derive(Debug, Clone)]
@@ -144,4 +153,39 @@ pub(crate) fn check_coop(kernel: &'static str, args: &CoopArgs) -> Result<CoopCh
         direction_stride: to_u32(kernel, "exchange direction stride", l.direction_stride)?,
         stall_block: args.stall_block.map_or(-1, |b| b as i32),
     })
+}
+
+impl CoopChecked {
+    /// The kernels' parameter struct for `args` (checked into `self`) and tile height
+    /// `tile_height` (the layout's windows per tile).
+    ///
+    /// # Errors
+    /// [`CudaError::Contract`] when the tile height does not fit 32 bits.
+    pub(crate) fn params(
+        &self,
+        kernel: &'static str,
+        args: &CoopArgs,
+    ) -> Result<RecurrenceCoopParams, CudaError> {
+        Ok(RecurrenceCoopParams {
+            proj: args.proj.addr,
+            recurrent: args.recurrent.addr,
+            bias: args.bias.addr,
+            out: args.out.addr,
+            exchange: args.exchange.addr,
+            error: args.error.addr,
+            spin_timeout_ns: args.spin_timeout_ns,
+            batch: self.batch,
+            frames: self.frames,
+            layer: self.layer,
+            direction: self.direction,
+            tile_height: to_u32(kernel, "tile height", args.layout.windows_per_tile)?,
+            tile_offset: self.tile_offset,
+            block_stride: self.block_stride,
+            slot_stride: self.slot_stride,
+            tile_stride: self.tile_stride,
+            direction_stride: self.direction_stride,
+            stall_block: self.stall_block,
+            reserved: 0,
+        })
+    }
 }

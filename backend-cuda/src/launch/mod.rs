@@ -13,13 +13,15 @@ pub(crate) mod clear;
 pub(crate) mod coop;
 pub(crate) mod projection;
 pub(crate) mod projection_tf32;
+pub(crate) mod projection_tf32x3;
+pub(crate) mod recurrence_cluster;
 pub(crate) mod recurrence_resident;
 pub(crate) mod recurrence_tiled;
 pub(crate) mod recurrence_wide;
 pub(crate) mod sys;
 
 use bilstm_core::geometry::{GATE_ROWS, HIDDEN};
-use bilstm_kernels::params::{ClearParams, ProjectionParams, RecurrenceWideParams};
+use bilstm_kernels::params::{ClearParams, ProjectionParams};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::error::CudaError;
@@ -37,12 +39,9 @@ pub(crate) struct KernelArg<T>(pub T);
 // both sides: 32 bytes; offsets pinned by bilstm_kernels' params tests). `KernelArg` is
 // `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<ClearParams> {}
-// SAFETY: as above, `ProjectionParams` mirrors `bl_projection_params` in projection.cu (48
-// bytes, offsets tested).
+// SAFETY: as above, `ProjectionParams` mirrors `bl_projection_params` in projection.cu and in
+// projection_tf32x3.cu (48 bytes, asserted in both; offsets tested).
 unsafe impl DeviceRepr for KernelArg<ProjectionParams> {}
-// SAFETY: as above, `RecurrenceWideParams` mirrors `bl_recurrence_wide_params` in
-// recurrence_wide.cu (104 bytes, offsets tested).
-unsafe impl DeviceRepr for KernelArg<RecurrenceWideParams> {}
 
 /// A device buffer as a kernel sees it: its address and how many elements it holds from there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Launch of `bilstm_projection_small` / `bilstm_projection_large` (kernels/cuda/projection.cu).
 
-use bilstm_core::geometry::{BLOCK_THREADS, GATE_ROWS, PROJ_LARGE_TILE, PROJ_SMALL_TILE};
+use bilstm_core::geometry::{GATE_ROWS, PROJ_LARGE_TILE, PROJ_SMALL_TILE};
 use bilstm_core::layout::padded_in;
 use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::params::ProjectionParams;
@@ -12,13 +12,13 @@ use super::{
 };
 use crate::error::CudaError;
 
-/// The output tile edge and entry point of an FP32 projection tile; `None` for the TF32 tile,
-/// which `launch::projection_tf32` launches.
+/// The output tile edge and entry point of an FP32 SIMT projection tile; `None` for the
+/// tensor-core tiles, which `launch::projection_tf32` and `launch::projection_tf32x3` launch.
 pub(crate) const fn fp32_tile(tile: ProjectionTile) -> Option<(usize, &'static str)> {
     match tile {
         ProjectionTile::Small64 => Some((PROJ_SMALL_TILE, "bilstm_projection_small")),
         ProjectionTile::Large128 => Some((PROJ_LARGE_TILE, "bilstm_projection_large")),
-        ProjectionTile::Tf32 => None,
+        ProjectionTile::Tf32 | ProjectionTile::Tf32x3 => None,
     }
 }
 
@@ -125,8 +125,8 @@ pub(crate) fn check(
 ) -> Result<(&'static str, KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
     let Some((edge, kernel)) = fp32_tile(tile) else {
         return Err(CudaError::Unsupported {
-            what: "the TF32 projection tile",
-            reason: "the FP32 projection launcher was handed the TF32 tile".into(),
+            what: "a tensor-core projection tile",
+            reason: format!("the FP32 SIMT projection launcher was handed the {tile} tile"),
         });
     };
     // The kernel loads weights as floats and stores float4 output rows at `direction *
@@ -149,8 +149,8 @@ pub(crate) fn check(
     });
     let cfg = LaunchConfig {
         grid_dim: (row_tiles as u32, (GATE_ROWS / edge) as u32, 2),
-        block_dim: (BLOCK_THREADS as u32, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (bilstm_kernels::PROJECTION_SMALL.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::PROJECTION_SMALL.dynamic_shared_bytes,
     };
     Ok((kernel, params, cfg))
 }

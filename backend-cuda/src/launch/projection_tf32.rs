@@ -9,9 +9,7 @@
 //! exceed the 48 KiB a function may use by default: `Kernels::load` raises the function's limit
 //! (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, from `device::launch_shape`) once.
 
-use bilstm_core::geometry::{
-    BLOCK_THREADS, GATE_ROWS, PROJ_TF32_SHARED_BYTES, PROJ_TF32_TILE_COLS, PROJ_TF32_TILE_ROWS,
-};
+use bilstm_core::geometry::{GATE_ROWS, PROJ_TF32_TILE_COLS, PROJ_TF32_TILE_ROWS};
 use bilstm_core::layout::padded_in;
 use bilstm_kernels::params::ProjectionTf32Params;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
@@ -84,8 +82,8 @@ pub(crate) fn check(
             (GATE_ROWS / PROJ_TF32_TILE_COLS) as u32,
             2,
         ),
-        block_dim: (BLOCK_THREADS as u32, 1, 1),
-        shared_mem_bytes: PROJ_TF32_SHARED_BYTES as u32,
+        block_dim: (bilstm_kernels::PROJECTION_TF32.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::PROJECTION_TF32.dynamic_shared_bytes,
     };
     Ok((params, cfg))
 }
@@ -159,7 +157,10 @@ mod tests {
         let (p, cfg) = check((9, 0), &args(589, 60)).unwrap();
         assert_eq!(cfg.grid_dim, (5, 2, 2));
         assert_eq!(cfg.block_dim, (256, 1, 1));
-        assert_eq!(cfg.shared_mem_bytes as usize, PROJ_TF32_SHARED_BYTES);
+        assert_eq!(
+            cfg.shared_mem_bytes as usize,
+            bilstm_core::geometry::PROJ_TF32_SHARED_BYTES
+        );
         assert_eq!(p.0.weights_row_stride, 64);
         assert_eq!((p.0.rows, p.0.in_width), (589, 60));
         assert_eq!(p.0.out_direction_stride, 589 * 512);

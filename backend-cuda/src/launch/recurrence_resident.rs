@@ -1,7 +1,6 @@
 //! Launch of `bilstm_recurrence_resident` (kernels/cuda/recurrence_resident.cu): both
 //! directions of one layer in one ordinary launch.
 
-use bilstm_core::geometry::{RESIDENT_SHARED_BYTES, RESIDENT_THREADS};
 use bilstm_kernels::params::RecurrenceResidentParams;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
@@ -95,8 +94,8 @@ pub(crate) fn launch(
     let params = KernelArg(params);
     let cfg = LaunchConfig {
         grid_dim: (grid, 1, 1),
-        block_dim: (RESIDENT_THREADS as u32, 1, 1),
-        shared_mem_bytes: RESIDENT_SHARED_BYTES as u32,
+        block_dim: (bilstm_kernels::RECURRENCE_RESIDENT.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::RECURRENCE_RESIDENT.dynamic_shared_bytes,
     };
     // SAFETY: `func` is bilstm_recurrence_resident loaded from recurrence_resident.cu (the
     // backend looks it up by KernelId::RecurrenceResident); its only parameter is

@@ -1,22 +1,14 @@
 //! Launch of `bilstm_recurrence_tiled` (kernels/cuda/recurrence_tiled.cu), cooperatively.
 
-use bilstm_core::geometry::{
-    BLOCK_THREADS, TILED_BLOCKS_PER_TILE, TILED_UNITS_PER_BLOCK, TILED_WINDOWS,
-};
-use bilstm_kernels::params::RecurrenceTiledParams;
-use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
+use bilstm_core::geometry::{TILED_BLOCKS_PER_TILE, TILED_UNITS_PER_BLOCK, TILED_WINDOWS};
+use bilstm_kernels::params::RecurrenceCoopParams;
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::coop::{CoopArgs, check_coop};
 use super::{KernelArg, LaunchMode, launch_kernel};
 use crate::error::CudaError;
 
 pub(crate) const KERNEL: &str = "bilstm_recurrence_tiled";
-
-// SAFETY: `RecurrenceTiledParams` is `#[repr(C)]`, `Copy`, holds only integers (device
-// addresses as u64), and its layout equals `bl_recurrence_tiled_params` in
-// kernels/cuda/recurrence_tiled.cu (size asserted on both sides: 96 bytes; offsets pinned by
-// bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
-unsafe impl DeviceRepr for KernelArg<RecurrenceTiledParams> {}
 
 /// What one launch of the tiled recurrence reads and writes (the layout is
 /// `ExchangeLayout::tiled`).
@@ -26,7 +18,7 @@ pub(crate) type TiledArgs = CoopArgs;
 ///
 /// # Errors
 /// [`CudaError::Contract`] naming the first broken precondition.
-pub(crate) fn check(args: &TiledArgs) -> Result<(RecurrenceTiledParams, u32), CudaError> {
+pub(crate) fn check(args: &TiledArgs) -> Result<(RecurrenceCoopParams, u32), CudaError> {
     let l = &args.layout;
     if l.windows_per_tile != TILED_WINDOWS
         || l.blocks_per_tile != TILED_BLOCKS_PER_TILE
@@ -40,27 +32,7 @@ pub(crate) fn check(args: &TiledArgs) -> Result<(RecurrenceTiledParams, u32), Cu
         });
     }
     let c = check_coop(KERNEL, args)?;
-    let grid = c.grid;
-    let params = RecurrenceTiledParams {
-        proj: args.proj.addr,
-        recurrent: args.recurrent.addr,
-        bias: args.bias.addr,
-        out: args.out.addr,
-        exchange: args.exchange.addr,
-        error: args.error.addr,
-        spin_timeout_ns: args.spin_timeout_ns,
-        batch: c.batch,
-        frames: c.frames,
-        layer: c.layer,
-        direction: c.direction,
-        tile_offset: c.tile_offset,
-        block_stride: c.block_stride,
-        slot_stride: c.slot_stride,
-        tile_stride: c.tile_stride,
-        direction_stride: c.direction_stride,
-        stall_block: c.stall_block,
-    };
-    Ok((params, grid))
+    Ok((c.params(KERNEL, args)?, c.grid))
 }
 
 /// Launches one direction of one layer over `args.tiles`, cooperatively.
@@ -77,14 +49,14 @@ pub(crate) fn launch(
     let params = KernelArg(params);
     let cfg = LaunchConfig {
         grid_dim: (grid, 1, 1),
-        block_dim: (BLOCK_THREADS as u32, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (bilstm_kernels::RECURRENCE_TILED.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::RECURRENCE_TILED.dynamic_shared_bytes,
     };
     // SAFETY: `func` is bilstm_recurrence_tiled loaded from recurrence_tiled.cu (the backend
     // looks it up by KernelId::RecurrenceTiled); its only parameter is
-    // bl_recurrence_tiled_params, mirrored by `KernelArg<RecurrenceTiledParams>`. `check`
-    // verified its contract: the exchange layout is ExchangeLayout::tiled (8 windows, 8 blocks,
-    // 16 units) with the strides passed, and its tiles cover the batch and this launch's tiles;
+    // bl_recurrence_coop_params (coop.cuh), mirrored by `KernelArg<RecurrenceCoopParams>`.
+    // `check` verified its contract: the exchange layout is ExchangeLayout::tiled (8 windows, 8
+    // blocks, 16 units; tile_height 8 is passed) with the strides passed, and its tiles cover the batch and this launch's tiles;
     // proj holds batch * frames * 512 floats, recurrent 512 * 128, bias 512 (all 16-byte
     // aligned), out batch * frames * 256, the exchange base is aligned to EXCHANGE_ALIGN_BYTES
     // and holds layout.words() words, error holds ERROR_WORDS ints; every flag fits 32 bits; the
@@ -130,7 +102,10 @@ mod tests {
     fn a_valid_launch_builds_matching_params() {
         let (p, grid) = check(&args()).unwrap();
         assert_eq!(grid, 16);
-        assert_eq!((p.tile_offset, p.direction, p.stall_block), (1, 0, -1));
+        assert_eq!(
+            (p.tile_height, p.tile_offset, p.direction, p.stall_block),
+            (8, 1, 0, -1)
+        );
         let l = ExchangeLayout::tiled(3).unwrap();
         assert_eq!(
             (

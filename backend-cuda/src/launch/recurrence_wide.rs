@@ -1,9 +1,7 @@
 //! Launch of `bilstm_recurrence_wide` (kernels/cuda/recurrence_wide.cu), cooperatively.
 
-use bilstm_core::geometry::{
-    BLOCK_THREADS, WIDE_BLOCKS_PER_TILE, WIDE_TILE_HEIGHTS, WIDE_UNITS_PER_BLOCK,
-};
-use bilstm_kernels::params::RecurrenceWideParams;
+use bilstm_core::geometry::{WIDE_BLOCKS_PER_TILE, WIDE_TILE_HEIGHTS, WIDE_UNITS_PER_BLOCK};
+use bilstm_kernels::params::RecurrenceCoopParams;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
 use super::coop::{CoopArgs, check_coop};
@@ -20,7 +18,7 @@ pub(crate) type WideArgs = CoopArgs;
 ///
 /// # Errors
 /// [`CudaError::Contract`] naming the first broken precondition.
-pub(crate) fn check(args: &WideArgs) -> Result<(RecurrenceWideParams, u32), CudaError> {
+pub(crate) fn check(args: &WideArgs) -> Result<(RecurrenceCoopParams, u32), CudaError> {
     let l = &args.layout;
     let th = l.windows_per_tile;
     if !WIDE_TILE_HEIGHTS.contains(&th)
@@ -35,29 +33,7 @@ pub(crate) fn check(args: &WideArgs) -> Result<(RecurrenceWideParams, u32), Cuda
         });
     }
     let c = check_coop(KERNEL, args)?;
-    let grid = c.grid;
-    let params = RecurrenceWideParams {
-        proj: args.proj.addr,
-        recurrent: args.recurrent.addr,
-        bias: args.bias.addr,
-        out: args.out.addr,
-        exchange: args.exchange.addr,
-        error: args.error.addr,
-        spin_timeout_ns: args.spin_timeout_ns,
-        batch: c.batch,
-        frames: c.frames,
-        layer: c.layer,
-        direction: c.direction,
-        tile_height: th as u32,
-        tile_offset: c.tile_offset,
-        block_stride: c.block_stride,
-        slot_stride: c.slot_stride,
-        tile_stride: c.tile_stride,
-        direction_stride: c.direction_stride,
-        stall_block: c.stall_block,
-        reserved: 0,
-    };
-    Ok((params, grid))
+    Ok((c.params(KERNEL, args)?, c.grid))
 }
 
 /// Launches one direction of one layer over `args.tiles`, cooperatively.
@@ -74,11 +50,12 @@ pub(crate) fn launch(
     let params = KernelArg(params);
     let cfg = LaunchConfig {
         grid_dim: (grid, 1, 1),
-        block_dim: (BLOCK_THREADS as u32, 1, 1),
-        shared_mem_bytes: 0,
+        block_dim: (bilstm_kernels::RECURRENCE_WIDE.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::RECURRENCE_WIDE.dynamic_shared_bytes,
     };
     // SAFETY: `func` is bilstm_recurrence_wide loaded from recurrence_wide.cu; its only
-    // parameter is bl_recurrence_wide_params, mirrored by `KernelArg<RecurrenceWideParams>`.
+    // parameter is bl_recurrence_coop_params (coop.cuh), mirrored by
+    // `KernelArg<RecurrenceCoopParams>`.
     // `check` verified its contract: tile height 8/16/32 with the wide exchange layout whose
     // strides are passed; proj holds batch * frames * 512 floats, recurrent 512 * 128, bias 512
     // (all 16-byte aligned), out batch * frames * 256, the exchange base is aligned to

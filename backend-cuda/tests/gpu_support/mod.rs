@@ -67,11 +67,13 @@ pub fn prepared_kind(
     b
 }
 
-/// Forces `kind` as the recurrence kernel of `backend` (`None`: the plan's own), keeping any
-/// forced projection tile.
+/// Forces `kind` as the recurrence kernel of `backend` (`None`: the plan's own; a cluster kind
+/// gets its size by the rules), keeping any forced projection tile.
 pub fn force(backend: &mut CudaBackend, kind: Option<bilstm_cuda::RecurrenceKind>) {
     let overrides = bilstm_cuda::Overrides {
         recurrence: kind,
+        cluster_size: None,
+        cluster_windows: None,
         ..backend.overrides()
     };
     backend

@@ -36,7 +36,16 @@ pub struct DeviceFacts {
     pub l2_bytes: u32,
     /// Whether cooperative launches are supported (`CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`).
     pub cooperative_launch: bool,
+    /// The largest portable thread-block cluster size (CTAs per cluster), 0 where clusters are
+    /// unsupported. The driver has no attribute for the size itself: the CUDA backend gives
+    /// [`PORTABLE_CLUSTER_SIZE`] when `CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH` is nonzero, else 0.
+    pub max_cluster_size: u32,
 }
+
+/// The portable thread-block cluster size limit: every device with cluster launch (compute
+/// capability 9.0 and later) runs clusters of up to 8 CTAs without opting in to a
+/// non-portable size (CUDA C++ Programming Guide, "Thread Block Clusters").
+pub const PORTABLE_CLUSTER_SIZE: u32 = 8;
 
 /// A source of [`DeviceFacts`]: the driver in production, the table or a mock in tests.
 #[cfg_attr(test, mockall::automock)]

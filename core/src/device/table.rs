@@ -20,12 +20,13 @@
 //! guide's "1 KB of shared memory not made available to a thread block is reserved for system
 //! use" (8.x, 9.0, 10.0; the same holds for 12.0, whose opt-in limit is 1 KB below its SM
 //! capacity); 7.5 lets a block address all 64 KB. All of these support cooperative launch
-//! (compute capability 6.0 and newer).
+//! (compute capability 6.0 and newer). Thread-block clusters exist from 9.0 on (9.0, 10.0 and
+//! 12.0 here), with the portable size limit of 8 CTAs ([`super::PORTABLE_CLUSTER_SIZE`]).
 //!
 //! SM counts and L2 sizes are product facts, each cited on its entry. The H200 entry was read
 //! off the device itself (`cudaDeviceGetAttribute`, driver 580.159.04, 2026-11-29).
 
-use super::DeviceFacts;
+use super::{DeviceFacts, PORTABLE_CLUSTER_SIZE};
 
 /// One GPU of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +71,11 @@ const fn facts(compute_capability: (u32, u32), sm_count: u32, l2_bytes: u32) -> 
         reserved_shared_bytes_per_block: reserved,
         l2_bytes,
         cooperative_launch: true,
+        max_cluster_size: if compute_capability.0 >= 9 {
+            PORTABLE_CLUSTER_SIZE
+        } else {
+            0
+        },
     }
 }
 
@@ -271,7 +277,19 @@ mod tests {
                 reserved_shared_bytes_per_block: 1024,
                 l2_bytes: 62_914_560,
                 cooperative_launch: true,
+                max_cluster_size: 8,
             }
         );
+    }
+
+    #[test]
+    fn clusters_from_9_0_on() {
+        for e in all() {
+            let want = match e.facts.compute_capability {
+                (9, 0) | (10, 0) | (12, 0) => 8,
+                _ => 0,
+            };
+            assert_eq!(e.facts.max_cluster_size, want, "{}", e.name);
+        }
     }
 }

@@ -35,7 +35,7 @@ pub use packed::{
 pub use panel::{
     PANEL_COLS, PANEL_UNITS, pack_panel_bias_into, pack_panel_strips_into, packed_col_of_panel_col,
 };
-pub use tf32::round_to_tf32;
+pub use tf32::{TF32_MAX, round_to_tf32, split_tf32};
 pub use torch::TorchLayer;
 
 use crate::error::CoreError;

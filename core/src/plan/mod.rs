@@ -6,10 +6,12 @@
 //!
 //! | decision | function | rule |
 //! |---|---|---|
-//! | recurrence kernel | [`choose_recurrence`] | resident where it fits an SM (measured on 9.0: [`MEASURED_ARCHITECTURES`]), else tiled from [`TILED_MIN_BATCH`] windows, wide below |
-//! | its schedule | [`choose_coop_schedule`] | [`crate::schedule`]: tile heights, launches within the co-resident capacity |
+//! | recurrence kernel | [`choose_recurrence`] | cluster from 9.0 where a cluster fits ([`CLUSTER_MIN_COMPUTE_CAPABILITY`]), else resident where it fits an SM (measured on 9.0: [`MEASURED_ARCHITECTURES`]), else tiled from [`TILED_MIN_BATCH`] windows, wide below |
+//! | cluster size | [`choose_cluster_size`] | 4 CTAs while each CTA of all `2 * batch` clusters has an SM of its own ([`CLUSTER_ONE_WAVE_SIZE`]), else 2 ([`CLUSTER_WAVES_SIZE`]) (measured on 9.0) |
+//! | windows per cluster | [`choose_cluster_windows`] | 1 while all one-window clusters fit one wave, else 2 with 2-CTA clusters (measured on 9.0) |
+//! | its schedule | [`choose_coop_schedule`], [`choose_cluster_schedule`] | [`crate::schedule`]: tile heights, launches within the co-resident capacity; clusters in waves |
 //! | directions at once | [`choose_streams`] | only when both directions fit the capacity together |
-//! | projection tile | [`choose_projection_tile`] | TF32 where allowed in TF32 mode, else 64x64 on [`SMALL_TILE_ARCHITECTURES`] (measured on 9.0), elsewhere 64x64 below [`LARGE_TILE_MIN_ROWS`] rows, 128x128 from there |
+//! | projection tile | [`choose_projection_tile`] | TF32 where allowed in TF32 mode, else 3xTF32 at every batch on [`TF32X3_ARCHITECTURES`] (pending measurement), else 64x64 on [`SMALL_TILE_ARCHITECTURES`] (measured on 9.0), elsewhere 64x64 below [`LARGE_TILE_MIN_ROWS`] rows, 128x128 from there |
 //!
 //! A [`Plan`] is plain data (as RustFFT's recipes are): each decision keeps its choice and a
 //! [`Reason`], and `Display` prints one line per decision:
@@ -19,7 +21,8 @@
 //! let h200 = table::find("h200").unwrap();
 //! let p = plan::select(&h200.facts, &plan::KernelResources::nominal(), &StackShape::pyannote(), 32, MathMode::Fp32)
 //!     .unwrap();
-//! assert_eq!(p.recurrence.choice, plan::RecurrenceKind::Resident);
+//! assert_eq!(p.recurrence.choice, plan::RecurrenceKind::Cluster);
+//! assert_eq!(p.cluster_schedule().map(|s| s.cluster_size), Some(2));
 //! for line in p.explain() {
 //!     println!("{line}");
 //! }
@@ -43,23 +46,30 @@ use core::fmt;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
-    BLOCK_THREADS, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
-    RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
+    BLOCK_THREADS, CLUSTER_MAX_WINDOWS, CLUSTER_MULTI_WINDOW_SIZE, CLUSTER_SIZES, CLUSTER_THREADS,
+    HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
+    PROJ_TF32X3_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::schedule::CoopSchedule;
 use crate::shape::{MathMode, StackShape};
 
 pub use projection::{
-    LARGE_TILE_MIN_ROWS, ProjectionTile, SMALL_TILE_ARCHITECTURES, TF32_ARCHITECTURES, Tf32Refusal,
+    LARGE_TILE_MIN_ROWS, ProjectionTile, SMALL_TILE_ARCHITECTURES,
+    TENSOR_CORE_MIN_COMPUTE_CAPABILITY, TF32_ARCHITECTURES, TF32X3_ARCHITECTURES, Tf32Refusal,
     check_forced_projection, choose_projection_tile,
 };
 pub use reason::Reason;
 pub use recurrence::{
-    MEASURED_ARCHITECTURES, RESIDENT_MIN_BLOCKS_PER_SM, RecurrenceOccupancy, TILED_MIN_BATCH,
-    check_forced_recurrence, choose_recurrence,
+    CLUSTER_MIN_COMPUTE_CAPABILITY, CLUSTER_ONE_WAVE_SIZE, CLUSTER_WAVES_SIZE, CapacitySource,
+    ClusterCapacity, ClusterRefusal, ClusterWindows, MEASURED_ARCHITECTURES,
+    RESIDENT_MIN_BLOCKS_PER_SM, RecurrenceOccupancy, TILED_MIN_BATCH, WindowsDecision,
+    check_forced_cluster_size, check_forced_cluster_windows, check_forced_recurrence,
+    choose_cluster_size, choose_cluster_windows, choose_recurrence, cluster_capacity,
 };
-pub use schedule::{RecurrenceSchedule, choose_coop_schedule};
+pub use schedule::{
+    ClusterSchedule, RecurrenceSchedule, choose_cluster_schedule, choose_coop_schedule,
+};
 pub use streams::choose_streams;
 
 /// Which recurrence kernel runs.
@@ -71,29 +81,47 @@ pub enum RecurrenceKind {
     Tiled,
     /// One block per (window, direction), R on one SM.
     Resident,
+    /// One thread-block cluster of 2 or 4 CTAs per (window, direction), R in the cluster's
+    /// registers (compute capability 9.0 and later); not cooperative: clusters run in waves.
+    Cluster,
 }
 
 impl RecurrenceKind {
     /// Every kind.
-    pub const ALL: [RecurrenceKind; 3] = [
+    pub const ALL: [RecurrenceKind; 4] = [
         RecurrenceKind::Wide,
         RecurrenceKind::Tiled,
         RecurrenceKind::Resident,
+        RecurrenceKind::Cluster,
     ];
 
     /// Whether the kind needs a cooperative launch (all its blocks resident at once).
     pub const fn is_cooperative(self) -> bool {
-        !matches!(self, RecurrenceKind::Resident)
+        matches!(self, RecurrenceKind::Wide | RecurrenceKind::Tiled)
+    }
+
+    /// The kind `Display` names `name` (`"wide"`, `"tiled"`, `"resident"`, `"cluster"`; any
+    /// case), or `None`.
+    pub fn parse(name: &str) -> Option<RecurrenceKind> {
+        RecurrenceKind::ALL
+            .into_iter()
+            .find(|k| name.trim().eq_ignore_ascii_case(k.name()))
+    }
+
+    /// The kind's name, as `Display` writes it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RecurrenceKind::Wide => "wide",
+            RecurrenceKind::Tiled => "tiled",
+            RecurrenceKind::Resident => "resident",
+            RecurrenceKind::Cluster => "cluster",
+        }
     }
 }
 
 impl fmt::Display for RecurrenceKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RecurrenceKind::Wide => "wide",
-            RecurrenceKind::Tiled => "tiled",
-            RecurrenceKind::Resident => "resident",
-        })
+        f.write_str(self.name())
     }
 }
 
@@ -125,6 +153,17 @@ pub struct KernelResources {
     pub projection_large: KernelUsage,
     /// The TF32 128x256 projection.
     pub projection_tf32: KernelUsage,
+    /// The 3xTF32 (FP32-accurate) 128x256 projection.
+    pub projection_tf32x3: KernelUsage,
+    /// The cluster recurrence with 2-CTA clusters (one CTA's usage).
+    pub cluster2: KernelUsage,
+    /// The cluster recurrence with 4-CTA clusters (one CTA's usage).
+    pub cluster4: KernelUsage,
+    /// Clusters of each size in [`CLUSTER_SIZES`] (same index) the device holds at once, as the
+    /// driver's `cuOccupancyMaxActiveClusters` answers for the compiled kernel: `None` when not
+    /// measured (core then estimates it, see [`cluster_capacity`]), `Some(0)` when that size
+    /// cannot run on the device.
+    pub max_active_clusters: [Option<u32>; CLUSTER_SIZES.len()],
 }
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver and ptxas 13.0 for
@@ -145,6 +184,22 @@ pub const TILED_STATIC_SHARED_BYTES: usize = 9_216;
 /// 2026-11-29, and ptxas 13.0 for sm_80: 238; 128 of them hold half of R): one 256-thread block
 /// per SM, which its 134,144 dynamic shared bytes allow anyway.
 pub const RESIDENT_REGISTERS: u32 = 238;
+/// Registers per thread of the cluster recurrence with 2-CTA clusters: ptxas 13.0 for sm_90
+/// and the H200 driver (`CU_FUNC_ATTRIBUTE_NUM_REGS`, 2026-12-01): 195 (128 of them hold R).
+/// One 256-thread CTA per SM; the driver reported 66 co-resident 2-CTA clusters on the H200.
+/// The two-window kernel (`bilstm_recurrence_cluster2w2`) uses 224, also one CTA per SM (66
+/// clusters).
+pub const CLUSTER2_REGISTERS: u32 = 195;
+/// Registers per thread of the cluster recurrence with 4-CTA clusters: ptxas 13.0 for sm_90
+/// and the H200 driver (2026-12-01): 117 (`__launch_bounds__(256, 2)`: two CTAs per SM; the
+/// driver reported 62 co-resident 4-CTA clusters on the H200).
+pub const CLUSTER4_REGISTERS: u32 = 117;
+/// Static shared bytes of the cluster recurrence (either size): the double-buffered hidden
+/// vector (2 x 128 floats) plus two 8-byte mbarriers. A design figure; the driver's replaces it.
+pub const CLUSTER_STATIC_SHARED_BYTES: usize = 2 * HIDDEN * F32_BYTES + 2 * MBARRIER_BYTES;
+
+/// Bytes of one mbarrier object (PTX ISA: `.b64`).
+const MBARRIER_BYTES: usize = 8;
 
 /// Bytes of an f32.
 const F32_BYTES: usize = 4;
@@ -161,7 +216,13 @@ impl KernelResources {
     /// - FP32 projections: 256 threads, double-buffered K tiles of 8 in static shared
     ///   (64x64: 64 registers, 8 KiB; 128x128: 128 registers, 16 KiB; design estimates);
     /// - TF32 projection: 256 threads, 128 registers, [`PROJ_TF32_SHARED_BYTES`] dynamic
-    ///   (design estimate).
+    ///   (design estimate);
+    /// - 3xTF32 projection: 256 threads, 232 registers, [`PROJ_TF32X3_SHARED_BYTES`] dynamic
+    ///   (ptxas 13.0 for the compiled kernel: 230 on sm_90, 255 on sm_80 and sm_86);
+    /// - cluster recurrence: [`CLUSTER_THREADS`] threads per CTA, [`CLUSTER2_REGISTERS`] or
+    ///   [`CLUSTER4_REGISTERS`] (measured), [`CLUSTER_STATIC_SHARED_BYTES`] static, no dynamic,
+    ///   and no driver figure of the cluster capacity (`max_active_clusters` all
+    ///   `None`: plans estimate it).
     pub const fn nominal() -> Self {
         const fn usage(
             threads: usize,
@@ -192,15 +253,52 @@ impl KernelResources {
             projection_small: usage(BLOCK_THREADS, 64, projection_static(PROJ_SMALL_TILE), 0),
             projection_large: usage(BLOCK_THREADS, 128, projection_static(PROJ_LARGE_TILE), 0),
             projection_tf32: usage(BLOCK_THREADS, 128, 0, PROJ_TF32_SHARED_BYTES),
+            projection_tf32x3: usage(BLOCK_THREADS, 232, 0, PROJ_TF32X3_SHARED_BYTES),
+            cluster2: usage(
+                CLUSTER_THREADS,
+                CLUSTER2_REGISTERS,
+                CLUSTER_STATIC_SHARED_BYTES,
+                0,
+            ),
+            cluster4: usage(
+                CLUSTER_THREADS,
+                CLUSTER4_REGISTERS,
+                CLUSTER_STATIC_SHARED_BYTES,
+                0,
+            ),
+            max_active_clusters: [None; CLUSTER_SIZES.len()],
         }
     }
 
-    /// The usage of `kind`'s recurrence kernel.
+    /// The usage of `kind`'s recurrence kernel. For [`RecurrenceKind::Cluster`], which has one
+    /// kernel per cluster size, the largest size's ([`KernelResources::cluster4`]); use
+    /// [`KernelResources::cluster`] (or [`Plan::recurrence_usage`]) for a given size.
     pub const fn recurrence(&self, kind: RecurrenceKind) -> &KernelUsage {
         match kind {
             RecurrenceKind::Wide => &self.wide,
             RecurrenceKind::Tiled => &self.tiled,
             RecurrenceKind::Resident => &self.resident,
+            RecurrenceKind::Cluster => &self.cluster4,
+        }
+    }
+
+    /// One CTA's usage of the cluster recurrence for clusters of `cluster_size` CTAs, or `None`
+    /// for a size not in [`CLUSTER_SIZES`].
+    pub const fn cluster(&self, cluster_size: usize) -> Option<&KernelUsage> {
+        match cluster_size {
+            2 => Some(&self.cluster2),
+            4 => Some(&self.cluster4),
+            _ => None,
+        }
+    }
+
+    /// The driver's count of co-resident clusters of `cluster_size` CTAs
+    /// ([`KernelResources::max_active_clusters`]), `None` when not measured or for a size not in
+    /// [`CLUSTER_SIZES`].
+    pub const fn driver_clusters(&self, cluster_size: usize) -> Option<u32> {
+        match cluster_slot(cluster_size) {
+            Some(i) => self.max_active_clusters[i],
+            None => None,
         }
     }
 
@@ -210,8 +308,21 @@ impl KernelResources {
             ProjectionTile::Small64 => &self.projection_small,
             ProjectionTile::Large128 => &self.projection_large,
             ProjectionTile::Tf32 => &self.projection_tf32,
+            ProjectionTile::Tf32x3 => &self.projection_tf32x3,
         }
     }
+}
+
+/// The position of `cluster_size` in [`CLUSTER_SIZES`].
+pub(crate) const fn cluster_slot(cluster_size: usize) -> Option<usize> {
+    let mut i = 0;
+    while i < CLUSTER_SIZES.len() {
+        if CLUSTER_SIZES[i] == cluster_size {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 impl Default for KernelResources {
@@ -228,6 +339,112 @@ pub struct Overrides {
     pub recurrence: Option<RecurrenceKind>,
     /// Run this projection kernel.
     pub projection: Option<ProjectionTile>,
+    /// Run the cluster recurrence with clusters of this many CTAs (one of [`CLUSTER_SIZES`]).
+    /// Only with the cluster recurrence, chosen by the rules or forced through
+    /// [`Overrides::recurrence`]; otherwise [`select_with`] refuses it.
+    pub cluster_size: Option<usize>,
+    /// Run this many windows per cluster (1, or 2 with 2-CTA clusters). Only with the cluster
+    /// recurrence; otherwise [`select_with`] refuses it.
+    pub cluster_windows: Option<usize>,
+}
+
+/// A recurrence as a command line names it, to force it through [`Overrides`]: `auto` (the
+/// plan's own choice), a kind (`wide`, `tiled`, `resident`, `cluster`: the cluster size by the
+/// rules), the cluster recurrence with a given size and one window per cluster (`cluster2`,
+/// `cluster4`) or with two windows per 2-CTA cluster (`cluster2w2`). Any case.
+///
+/// ```
+/// use bilstm_core::plan::{ForcedRecurrence, Overrides, RecurrenceKind};
+/// let f = ForcedRecurrence::parse("cluster4").unwrap();
+/// let o = f.apply(Overrides::default());
+/// assert_eq!((o.recurrence, o.cluster_size), (Some(RecurrenceKind::Cluster), Some(4)));
+/// assert_eq!(f.to_string(), "cluster4");
+/// assert_eq!(ForcedRecurrence::parse("cluster3"), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ForcedRecurrence {
+    /// The kind to force (`None`: the plan's own).
+    pub kind: Option<RecurrenceKind>,
+    /// The cluster size to force (only with [`RecurrenceKind::Cluster`]).
+    pub cluster_size: Option<usize>,
+    /// The windows per cluster to force (only with a forced cluster size).
+    pub cluster_windows: Option<usize>,
+}
+
+impl ForcedRecurrence {
+    /// Every name [`ForcedRecurrence::parse`] accepts.
+    pub const NAMES: [&'static str; 8] = [
+        "auto",
+        "wide",
+        "tiled",
+        "resident",
+        "cluster",
+        "cluster2",
+        "cluster4",
+        "cluster2w2",
+    ];
+
+    /// Parses `auto`, a kind name or `cluster<size>` with a size of [`CLUSTER_SIZES`]; `None`
+    /// for anything else.
+    pub fn parse(name: &str) -> Option<ForcedRecurrence> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("auto") {
+            return Some(ForcedRecurrence::default());
+        }
+        if let Some(kind) = RecurrenceKind::parse(name) {
+            return Some(ForcedRecurrence {
+                kind: Some(kind),
+                cluster_size: None,
+                cluster_windows: None,
+            });
+        }
+        let prefix = RecurrenceKind::Cluster.name();
+        let rest = name
+            .get(..prefix.len())
+            .filter(|p| p.eq_ignore_ascii_case(prefix))
+            .and_then(|_| name.get(prefix.len()..))?;
+        let (size, windows) = match rest.find(['w', 'W']) {
+            Some(at) => (
+                rest.get(..at)?,
+                Some(rest.get(at + 1..)?.parse::<usize>().ok()?),
+            ),
+            None => (rest, None),
+        };
+        let size: usize = size.parse().ok()?;
+        let windows_ok = match windows {
+            None | Some(1) => true,
+            Some(w) => w == CLUSTER_MAX_WINDOWS && size == CLUSTER_MULTI_WINDOW_SIZE,
+        };
+        (CLUSTER_SIZES.contains(&size) && windows_ok).then_some(ForcedRecurrence {
+            kind: Some(RecurrenceKind::Cluster),
+            cluster_size: Some(size),
+            cluster_windows: Some(windows.unwrap_or(1)),
+        })
+    }
+
+    /// `overrides` with this recurrence (and cluster size) forced; the projection kept.
+    pub const fn apply(self, overrides: Overrides) -> Overrides {
+        Overrides {
+            recurrence: self.kind,
+            cluster_size: self.cluster_size,
+            cluster_windows: self.cluster_windows,
+            projection: overrides.projection,
+        }
+    }
+}
+
+impl fmt::Display for ForcedRecurrence {
+    /// The name [`ForcedRecurrence::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.kind, self.cluster_size, self.cluster_windows) {
+            (None, _, _) => f.write_str("auto"),
+            (Some(kind), None, _) => write!(f, "{kind}"),
+            (Some(kind), Some(size), Some(windows)) if windows > 1 => {
+                write!(f, "{kind}{size}w{windows}")
+            }
+            (Some(kind), Some(size), _) => write!(f, "{kind}{size}"),
+        }
+    }
 }
 
 /// A plan: what runs for one batch size and math mode on one device, and why.
@@ -245,7 +462,9 @@ pub struct Plan {
     pub recurrence: Decision<RecurrenceKind>,
     /// Its occupancy (blocks per SM and the binding limit).
     pub recurrence_occupancy: Occupancy,
-    /// Blocks of the recurrence kernel the device holds at once (occupancy times SMs).
+    /// Blocks of the recurrence kernel the device holds at once: occupancy times SMs; for the
+    /// cluster recurrence, CTAs of whole clusters (co-resident clusters times the cluster size,
+    /// the driver's figure or core's estimate, see [`cluster_capacity`]).
     pub co_resident_blocks: usize,
     /// How the recurrence is launched per layer.
     pub schedule: Decision<RecurrenceSchedule>,
@@ -282,7 +501,24 @@ impl Plan {
     pub const fn resident_grid_blocks(&self) -> Option<usize> {
         match self.schedule.choice {
             RecurrenceSchedule::Resident { grid_blocks } => Some(grid_blocks),
-            RecurrenceSchedule::Cooperative(_) => None,
+            RecurrenceSchedule::Cooperative(_) | RecurrenceSchedule::Cluster(_) => None,
+        }
+    }
+
+    /// The cluster schedule (cluster size, grid, waves), for the cluster kernel.
+    pub const fn cluster_schedule(&self) -> Option<&ClusterSchedule> {
+        self.schedule.choice.cluster()
+    }
+
+    /// What one block (CTA) of the plan's recurrence kernel uses in `resources`: for the
+    /// cluster recurrence, the kernel of the planned cluster size.
+    pub const fn recurrence_usage<'r>(&self, resources: &'r KernelResources) -> &'r KernelUsage {
+        match self.schedule.choice {
+            RecurrenceSchedule::Cluster(s) => match resources.cluster(s.cluster_size) {
+                Some(usage) => usage,
+                None => resources.recurrence(RecurrenceKind::Cluster),
+            },
+            _ => resources.recurrence(self.recurrence.choice),
         }
     }
 
@@ -390,8 +626,10 @@ fn check_device(facts: &DeviceFacts) -> Result<(), CoreError> {
 /// # Errors
 /// As [`select`], plus [`CoreError::ForcedChoice`] when a forced kernel cannot run on the
 /// device or in `math` mode (a resident recurrence that does not fit an SM, a cooperative
-/// one without cooperative launch or room for a tile, a TF32 projection in FP32 mode or
-/// before 8.0).
+/// one without cooperative launch or room for a tile, a cluster recurrence without clusters
+/// or room for one, a TF32 projection in FP32 mode or before 8.0), or a cluster size forced
+/// without the cluster recurrence or one the device cannot run
+/// ([`check_forced_cluster_size`]).
 pub fn select_with(
     facts: &DeviceFacts,
     resources: &KernelResources,
@@ -405,14 +643,59 @@ pub fn select_with(
     let rows = checked_mul(batch, shape.frames, "projection rows")?;
 
     let occupancy = RecurrenceOccupancy::of(facts, resources);
-    let recurrence = match overrides.recurrence {
+    let mut recurrence = match overrides.recurrence {
         Some(kind) => check_forced_recurrence(facts, &occupancy, kind)?,
         None => choose_recurrence(facts, &occupancy, batch)?,
     };
     let kind = recurrence.choice;
-    let recurrence_occupancy = occupancy.get(kind);
-    let co_resident_blocks = recurrence_occupancy.co_resident_blocks(facts.sm_count);
-    let schedule = choose_coop_schedule(kind, batch, co_resident_blocks)?;
+    let (recurrence_occupancy, co_resident_blocks, schedule) = if kind == RecurrenceKind::Cluster {
+        let size = match overrides.cluster_size {
+            Some(size) => {
+                let forced = check_forced_cluster_size(facts, &occupancy, size)?;
+                recurrence.reason = forced.reason;
+                forced.choice
+            }
+            None => {
+                choose_cluster_size(facts, &occupancy, batch)
+                    .map_err(|_| CoreError::NoPlan {
+                        reason: "no cluster size can run on the device",
+                    })?
+                    .choice
+            }
+        };
+        let capacity = occupancy.cluster(size).ok_or(CoreError::NoPlan {
+            reason: "the chosen cluster size is not built",
+        })?;
+        let windows = match overrides.cluster_windows {
+            Some(w) => check_forced_cluster_windows(size, w)?,
+            None => choose_cluster_windows(capacity, batch),
+        };
+        (
+            capacity.occupancy,
+            capacity.ctas(),
+            choose_cluster_schedule(capacity, batch, &windows)?,
+        )
+    } else {
+        if overrides.cluster_windows.is_some() {
+            return Err(CoreError::ForcedChoice {
+                what: "windows per cluster",
+                reason: "windows per cluster need the cluster recurrence (chosen or forced)",
+            });
+        }
+        if overrides.cluster_size.is_some() {
+            return Err(CoreError::ForcedChoice {
+                what: "cluster size",
+                reason: "a cluster size needs the cluster recurrence (chosen or forced)",
+            });
+        }
+        let recurrence_occupancy = occupancy.get(kind);
+        let co_resident_blocks = recurrence_occupancy.co_resident_blocks(facts.sm_count);
+        (
+            recurrence_occupancy,
+            co_resident_blocks,
+            choose_coop_schedule(kind, batch, co_resident_blocks)?,
+        )
+    };
     let concurrent_directions = choose_streams(&schedule.choice, co_resident_blocks);
 
     let projection = match overrides.projection {

@@ -1,5 +1,5 @@
-//! Which input-projection kernel runs: FP32 64x64 or 128x128 tiles, or the TF32 tensor-core
-//! tile.
+//! Which input-projection kernel runs: FP32 64x64 or 128x128 tiles, the FP32-accurate 3xTF32
+//! tensor-core tile, or the TF32 tensor-core tile.
 
 use core::fmt;
 
@@ -38,6 +38,23 @@ pub const SMALL_TILE_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 /// until measured.
 pub const TF32_ARCHITECTURES: [(u32, u32); 5] = [(8, 0), (8, 6), (8, 7), (9, 0), (10, 0)];
 
+/// Compute capabilities where [`MathMode::Fp32`] runs the 3xTF32 tile ([`ProjectionTile::Tf32x3`])
+/// at every row count.
+///
+/// One rule per device, not per batch: if the 3xTF32 tile is a device's FP32 projection, it is
+/// so at every batch there, so a window's FP32 bits never depend on the batch it ran in (the
+/// 3xTF32 and SIMT tiles give different bits). Its accuracy is FP32's (DESIGN §7: one GEMM
+/// against f64, 6.4e-7 relative vs 2.9e-7 for FP32 SIMT; the stack budget of
+/// `crate::accuracy` is 2e-6). Estimate awaiting measurement: 9.0 is listed because the
+/// H200's tensor cores should make three TF32 products cheaper than the SIMT FMA tiles (cuBLAS
+/// there: TF32 0.070 ms vs FP32 0.275 ms for batch 32's 18,848 x 256 GEMM); the H200 run of
+/// `bench --tiles small,3xtf32` (batches 1..1024) confirms or empties this list.
+pub const TF32X3_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
+
+/// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`,
+/// which both tensor-core tiles need.
+pub const TENSOR_CORE_MIN_COMPUTE_CAPABILITY: (u32, u32) = (8, 0);
+
 /// The input-projection kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProjectionTile {
@@ -47,19 +64,29 @@ pub enum ProjectionTile {
     Large128,
     /// TF32 tensor cores (`mma.sync m16n8k8`), 128x256 output tiles; [`MathMode::Tf32`] only.
     Tf32,
+    /// FP32 accuracy on TF32 tensor cores ("3xTF32": each operand split into a TF32 part and a
+    /// TF32 remainder, three `mma.sync` products per k-step), 128x256 output tiles; either
+    /// math mode, compute capability 8.0 or later. Bits differ from the SIMT tiles'.
+    Tf32x3,
 }
 
 impl ProjectionTile {
     /// Every tile.
-    pub const ALL: [ProjectionTile; 3] = [
+    pub const ALL: [ProjectionTile; 4] = [
         ProjectionTile::Small64,
         ProjectionTile::Large128,
         ProjectionTile::Tf32,
+        ProjectionTile::Tf32x3,
     ];
 
     /// Whether the tile rounds operands to TF32.
     pub const fn is_tf32(self) -> bool {
         matches!(self, ProjectionTile::Tf32)
+    }
+
+    /// Whether the tile runs on tensor cores (compute capability 8.0 or later).
+    pub const fn needs_tensor_cores(self) -> bool {
+        matches!(self, ProjectionTile::Tf32 | ProjectionTile::Tf32x3)
     }
 }
 
@@ -69,6 +96,7 @@ impl fmt::Display for ProjectionTile {
             ProjectionTile::Small64 => "fp32 64x64",
             ProjectionTile::Large128 => "fp32 128x128",
             ProjectionTile::Tf32 => "tf32 128x256",
+            ProjectionTile::Tf32x3 => "3xtf32 128x256",
         })
     }
 }
@@ -102,7 +130,7 @@ impl fmt::Display for Tf32Refusal {
 /// The [`Tf32Refusal`] that keeps it off.
 pub fn tf32_allowed(compute_capability: (u32, u32)) -> Result<(), Tf32Refusal> {
     let (major, minor) = compute_capability;
-    if major < 8 {
+    if compute_capability < TENSOR_CORE_MIN_COMPUTE_CAPABILITY {
         Err(Tf32Refusal::NoTensorCores)
     } else if TF32_ARCHITECTURES.contains(&compute_capability) {
         Ok(())
@@ -111,6 +139,11 @@ pub fn tf32_allowed(compute_capability: (u32, u32)) -> Result<(), Tf32Refusal> {
     } else {
         Err(Tf32Refusal::NotValidated)
     }
+}
+
+/// Whether `compute_capability` is one of [`TF32X3_ARCHITECTURES`].
+pub fn tf32x3_listed(compute_capability: (u32, u32)) -> bool {
+    TF32X3_ARCHITECTURES.contains(&compute_capability)
 }
 
 /// The FP32 tile the row count asks for ([`LARGE_TILE_MIN_ROWS`]), on an architecture without
@@ -165,8 +198,9 @@ fn occupancy(facts: &DeviceFacts, resources: &KernelResources, tile: ProjectionT
 /// Chooses the projection tile for a GEMM of `rows` rows (`batch * frames`).
 ///
 /// In [`MathMode::Tf32`] on an architecture [`tf32_allowed`] accepts, the TF32 tile; otherwise
-/// the FP32 tile [`fp32_tile_for`] names. A tile that cannot run on the device (0 blocks
-/// per SM) gives way to the next smaller FP32 tile.
+/// (FP32 mode, or TF32 refused) the FP32 projection: the 3xTF32 tile at every row count on
+/// [`TF32X3_ARCHITECTURES`], else the SIMT tile [`fp32_tile_for`] names. A tile that cannot
+/// run on the device (0 blocks per SM) gives way to the SIMT tiles, larger first.
 ///
 /// # Errors
 /// [`CoreError::NoPlan`] when no projection kernel fits an SM.
@@ -181,6 +215,13 @@ pub fn choose_projection_tile(
         (MathMode::Tf32, Ok(())) => (
             ProjectionTile::Tf32,
             Reason::Tf32Allowed {
+                compute_capability: facts.compute_capability,
+            },
+        ),
+        // FP32 mode, or TF32 mode where the TF32 tile is refused: the FP32 projection.
+        (_, _) if tf32x3_listed(facts.compute_capability) => (
+            ProjectionTile::Tf32x3,
+            Reason::Tf32x3Listed {
                 compute_capability: facts.compute_capability,
             },
         ),
@@ -206,7 +247,9 @@ pub fn choose_projection_tile(
     }
     // Fall back to smaller FP32 tiles, largest first.
     let fallbacks: &[ProjectionTile] = match preferred {
-        ProjectionTile::Tf32 => &[ProjectionTile::Large128, ProjectionTile::Small64],
+        ProjectionTile::Tf32 | ProjectionTile::Tf32x3 => {
+            &[ProjectionTile::Large128, ProjectionTile::Small64]
+        }
         ProjectionTile::Large128 => &[ProjectionTile::Small64],
         ProjectionTile::Small64 => &[],
     };
@@ -231,27 +274,29 @@ pub fn choose_projection_tile(
 /// Checks a projection tile forced through [`super::Overrides`].
 ///
 /// # Errors
-/// [`CoreError::ForcedChoice`] for the TF32 tile in [`MathMode::Fp32`] or before compute
-/// capability 8.0, or for a tile whose block does not fit an SM.
+/// [`CoreError::ForcedChoice`] for the TF32 tile in [`MathMode::Fp32`], for either tensor-core
+/// tile before compute capability 8.0, or for a tile whose block does not fit an SM.
 pub fn check_forced_projection(
     facts: &DeviceFacts,
     resources: &KernelResources,
     tile: ProjectionTile,
     math: MathMode,
 ) -> Result<Decision<ProjectionTile>, CoreError> {
-    if tile.is_tf32() {
-        if math == MathMode::Fp32 {
-            return Err(CoreError::ForcedChoice {
-                what: "tf32 projection",
-                reason: "FP32 math mode allows no TF32 rounding",
-            });
-        }
-        if tf32_allowed(facts.compute_capability) == Err(Tf32Refusal::NoTensorCores) {
-            return Err(CoreError::ForcedChoice {
-                what: "tf32 projection",
-                reason: "no TF32 tensor cores before compute capability 8.0",
-            });
-        }
+    if tile.is_tf32() && math == MathMode::Fp32 {
+        return Err(CoreError::ForcedChoice {
+            what: "tf32 projection",
+            reason: "FP32 math mode allows no TF32 rounding",
+        });
+    }
+    if tile.needs_tensor_cores() && facts.compute_capability < TENSOR_CORE_MIN_COMPUTE_CAPABILITY {
+        return Err(CoreError::ForcedChoice {
+            what: if tile.is_tf32() {
+                "tf32 projection"
+            } else {
+                "3xtf32 projection"
+            },
+            reason: "no TF32 tensor cores before compute capability 8.0",
+        });
     }
     if occupancy(facts, resources, tile).blocks_per_sm == 0 {
         return Err(CoreError::ForcedChoice {
@@ -304,20 +349,31 @@ mod tests {
     }
 
     #[test]
-    fn hopper_runs_the_small_tile_at_every_row_count() {
+    fn hopper_runs_3xtf32_in_fp32_at_every_row_count() {
         let nominal = KernelResources::nominal();
         for name in ["h200", "h100"] {
             let f = facts(name);
             for rows in [0, 589, 2048, 589 * 1024] {
                 let d = choose_projection_tile(&f, &nominal, rows, MathMode::Fp32).unwrap();
-                assert_eq!(d.choice, ProjectionTile::Small64, "{name} {rows}");
+                assert_eq!(d.choice, ProjectionTile::Tf32x3, "{name} {rows}");
                 assert_eq!(
                     d.reason,
-                    Reason::SmallTileMeasured {
-                        rows,
+                    Reason::Tf32x3Listed {
                         compute_capability: (9, 0)
                     }
                 );
+                // TF32 mode keeps the plain TF32 tile.
+                let d = choose_projection_tile(&f, &nominal, rows, MathMode::Tf32).unwrap();
+                assert_eq!(d.choice, ProjectionTile::Tf32, "{name} {rows}");
+            }
+        }
+        // Elsewhere FP32 mode keeps the SIMT tiles.
+        for name in ["a100", "rtx4090", "t4", "b200"] {
+            let f = facts(name);
+            assert!(!tf32x3_listed(f.compute_capability), "{name}");
+            for rows in [589, 589 * 1024] {
+                let d = choose_projection_tile(&f, &nominal, rows, MathMode::Fp32).unwrap();
+                assert!(!d.choice.needs_tensor_cores(), "{name} {rows}");
             }
         }
         assert_eq!(fp32_tile_for((9, 0), 1 << 20), ProjectionTile::Small64);
@@ -376,6 +432,17 @@ mod tests {
                 ..
             }
         ));
+        // The 3xTF32 tile gives way to the SIMT tiles the same way.
+        nominal.projection_tf32x3.registers_per_thread = 256;
+        let d = choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32).unwrap();
+        assert_eq!(d.choice, ProjectionTile::Large128);
+        assert!(matches!(
+            d.reason,
+            Reason::ProjectionFallback {
+                preferred: ProjectionTile::Tf32x3,
+                ..
+            }
+        ));
         nominal.projection_large.threads = 2048;
         assert_eq!(
             choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32)
@@ -411,6 +478,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.reason, Reason::ForcedProjection(ProjectionTile::Tf32));
+        // 3xTF32 is FP32-accurate: allowed in both modes from 8.0, refused before.
+        for math in [MathMode::Fp32, MathMode::Tf32] {
+            for name in ["h200", "a100", "rtx4060ti"] {
+                let d =
+                    check_forced_projection(&facts(name), &nominal, ProjectionTile::Tf32x3, math)
+                        .unwrap();
+                assert_eq!(d.reason, Reason::ForcedProjection(ProjectionTile::Tf32x3));
+            }
+            assert!(matches!(
+                check_forced_projection(&facts("t4"), &nominal, ProjectionTile::Tf32x3, math),
+                Err(CoreError::ForcedChoice {
+                    what: "3xtf32 projection",
+                    ..
+                })
+            ));
+        }
         assert_eq!(
             check_forced_projection(&h200, &nominal, ProjectionTile::Small64, MathMode::Fp32)
                 .unwrap()

@@ -5,7 +5,10 @@ use core::fmt;
 
 use super::RecurrenceKind;
 use super::projection::{LARGE_TILE_MIN_ROWS, ProjectionTile, Tf32Refusal};
-use super::recurrence::TILED_MIN_BATCH;
+use super::recurrence::{
+    CLUSTER_ONE_WAVE_SIZE, CLUSTER_WAVES_SIZE, CapacitySource, ClusterRefusal, ClusterWindows,
+    TILED_MIN_BATCH,
+};
 use crate::occupancy::Limit;
 
 /// Why a decision came out as it did. `Display` gives one line: the choice, then why.
@@ -22,6 +25,8 @@ pub enum Reason {
         /// [`MEASURED_ARCHITECTURES`](super::recurrence::MEASURED_ARCHITECTURES) (the rule was
         /// measured there), not only derived from resources.
         measured_here: bool,
+        /// Why the cluster recurrence does not run here.
+        no_cluster: ClusterRefusal,
     },
     /// A cooperative recurrence chosen by the batch-size rule ([`TILED_MIN_BATCH`]).
     ByBatch {
@@ -31,6 +36,8 @@ pub enum Reason {
         batch: usize,
         /// What keeps the resident kernel off this device.
         resident_limit: Limit,
+        /// Why the cluster recurrence does not run here.
+        no_cluster: ClusterRefusal,
     },
     /// The kind the batch rule prefers needs more co-resident blocks than the device holds;
     /// the other cooperative kind fits.
@@ -43,9 +50,34 @@ pub enum Reason {
         needed: usize,
         /// Co-resident blocks of the preferred kind the device holds.
         capacity: usize,
+        /// Why the cluster recurrence does not run here.
+        no_cluster: ClusterRefusal,
+    },
+    /// The cluster recurrence runs, with clusters of `cluster_size` CTAs, by the size rule
+    /// ([`CLUSTER_ONE_WAVE_SIZE`] while all clusters fit one wave, else [`CLUSTER_WAVES_SIZE`]).
+    ClusterFits {
+        /// CTAs per cluster.
+        cluster_size: usize,
+        /// Clusters in the grid: `2 * batch`.
+        clusters: usize,
+        /// Co-resident clusters of `cluster_size` CTAs.
+        capacity: usize,
+        /// Whether the capacities are the driver's or core's estimate.
+        source: CapacitySource,
+        /// Co-resident clusters of [`CLUSTER_ONE_WAVE_SIZE`] CTAs (0: that size cannot run).
+        one_wave_capacity: usize,
     },
     /// The recurrence was forced through [`super::Overrides`].
     ForcedRecurrence(RecurrenceKind),
+    /// The cluster size was forced through [`super::Overrides::cluster_size`].
+    ForcedClusterSize {
+        /// CTAs per cluster.
+        cluster_size: usize,
+        /// Co-resident clusters of that size.
+        capacity: usize,
+        /// The driver's figure or core's estimate.
+        source: CapacitySource,
+    },
     /// A cooperative schedule ([`crate::schedule`]).
     Cooperative {
         /// Wide or tiled.
@@ -70,6 +102,22 @@ pub enum Reason {
         /// Blocks resident at once (the rest run in later waves; no co-residency needed).
         capacity: usize,
     },
+    /// The cluster recurrence's grid: one cluster per (window or pair of windows, direction),
+    /// in waves.
+    ClusterGrid {
+        /// CTAs per cluster.
+        cluster_size: usize,
+        /// How many windows a cluster runs, and why.
+        windows: ClusterWindows,
+        /// CTAs in the grid: `2 * ceil(batch / windows) * cluster_size`.
+        grid_blocks: usize,
+        /// Clusters running at once.
+        clusters_per_wave: usize,
+        /// Waves: the grid's clusters over the co-resident clusters, rounded up.
+        waves: usize,
+        /// Whether the capacity is the driver's or core's estimate.
+        source: CapacitySource,
+    },
     /// Both directions run at once.
     DirectionsTogether {
         /// Blocks both directions' launches hold at once.
@@ -89,6 +137,11 @@ pub enum Reason {
         /// Blocks in the grid.
         blocks: usize,
     },
+    /// The cluster recurrence holds both directions in one grid.
+    ClusterOneGrid {
+        /// CTAs in the grid.
+        blocks: usize,
+    },
     /// An FP32 projection tile chosen by the row count ([`LARGE_TILE_MIN_ROWS`]).
     ByRows {
         /// The tile.
@@ -101,6 +154,12 @@ pub enum Reason {
     SmallTileMeasured {
         /// Rows of the projection GEMM: `batch * frames`.
         rows: usize,
+        /// The device's compute capability.
+        compute_capability: (u32, u32),
+    },
+    /// The 3xTF32 tile (FP32 accuracy on TF32 tensor cores) at every row count, on one of
+    /// `TF32X3_ARCHITECTURES`.
+    Tf32x3Listed {
         /// The device's compute capability.
         compute_capability: (u32, u32),
     },
@@ -135,6 +194,51 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// Waves `clusters` take with `capacity` at once (0 when nothing fits).
+fn waves(clusters: usize, capacity: usize) -> usize {
+    if capacity == 0 {
+        0
+    } else {
+        clusters.div_ceil(capacity)
+    }
+}
+
+/// Writes the cluster rule's line.
+fn write_cluster_fits(
+    f: &mut fmt::Formatter<'_>,
+    cluster_size: usize,
+    clusters: usize,
+    capacity: usize,
+    source: CapacitySource,
+    one_wave_capacity: usize,
+) -> fmt::Result {
+    let n = waves(clusters, capacity);
+    write!(
+        f,
+        "cluster: {cluster_size}-CTA clusters, {clusters} cluster{} (one per window and direction), \
+         {capacity} co-resident ({source}), {n} wave{}; ",
+        plural(clusters),
+        plural(n)
+    )?;
+    if cluster_size == CLUSTER_ONE_WAVE_SIZE && clusters <= one_wave_capacity {
+        write!(
+            f,
+            "{CLUSTER_ONE_WAVE_SIZE}-CTA clusters while each CTA has an SM of its own (up to \
+             {one_wave_capacity} clusters; H200 batch 1: 0.59 us/step vs 0.69 with 2-CTA clusters)"
+        )
+    } else if cluster_size == CLUSTER_WAVES_SIZE && one_wave_capacity > 0 {
+        write!(
+            f,
+            "{clusters} {CLUSTER_ONE_WAVE_SIZE}-CTA clusters would share SMs (one CTA per SM up to \
+             {one_wave_capacity}; H200 batch 16: 2-CTA 0.41 ms a layer vs 4-CTA 0.53)"
+        )
+    } else if cluster_size == CLUSTER_WAVES_SIZE {
+        write!(f, "no {CLUSTER_ONE_WAVE_SIZE}-CTA cluster fits")
+    } else {
+        write!(f, "no {CLUSTER_WAVES_SIZE}-CTA cluster fits")
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
@@ -142,6 +246,7 @@ impl fmt::Display for Reason {
                 blocks_per_sm,
                 shared_bytes,
                 measured_here,
+                no_cluster,
             } => {
                 write!(
                     f,
@@ -151,27 +256,30 @@ impl fmt::Display for Reason {
                 if measured_here {
                     write!(
                         f,
-                        "measured on the H200: fastest at every batch 1..1024 (batch 1: 3.84 ms vs tiled 6.09, \
-                         wide 6.35; batch 1024: 99.4 vs 107.4, 270.9)"
-                    )
+                        "measured on the H200: fastest of resident, tiled and wide at every batch 1..1024 \
+                         (batch 1: 3.84 ms vs tiled 6.09, wide 6.35; batch 1024: 99.4 vs 107.4, 270.9)"
+                    )?;
                 } else {
                     write!(
                         f,
                         "derived from resources, not measured on this architecture (upstream A100: 0.97 vs \
                          tiled 1.38 ms/layer at batch 32)"
-                    )
+                    )?;
                 }
+                write!(f, "; not cluster: {no_cluster}")
             }
             Reason::ByBatch {
                 chosen,
                 batch,
                 resident_limit,
+                no_cluster,
             } => {
                 let cmp = if batch >= TILED_MIN_BATCH { ">=" } else { "<" };
                 write!(
                     f,
                     "{chosen}: batch {batch} {cmp} {TILED_MIN_BATCH} (upstream RTX 4060 Ti and 5060 Ti: \
-                     tiled beat wide from 9 windows); resident does not fit an SM (limited by {resident_limit})"
+                     tiled beat wide from 9 windows); resident does not fit an SM (limited by {resident_limit}); \
+                     not cluster: {no_cluster}"
                 )
             }
             Reason::CooperativeFallback {
@@ -179,11 +287,50 @@ impl fmt::Display for Reason {
                 preferred,
                 needed,
                 capacity,
+                no_cluster,
             } => write!(
                 f,
-                "{chosen}: one {preferred} tile needs {needed} co-resident blocks, the device holds {capacity}"
+                "{chosen}: one {preferred} tile needs {needed} co-resident blocks, the device holds {capacity}; \
+                 not cluster: {no_cluster}"
+            ),
+            Reason::ClusterFits {
+                cluster_size,
+                clusters,
+                capacity,
+                source,
+                one_wave_capacity,
+            } => write_cluster_fits(
+                f,
+                cluster_size,
+                clusters,
+                capacity,
+                source,
+                one_wave_capacity,
             ),
             Reason::ForcedRecurrence(kind) => write!(f, "{kind}: forced by override"),
+            Reason::ForcedClusterSize {
+                cluster_size,
+                capacity,
+                source,
+            } => write!(
+                f,
+                "cluster: {cluster_size}-CTA clusters forced by override ({capacity} co-resident, {source})"
+            ),
+            Reason::ClusterGrid {
+                cluster_size,
+                windows,
+                grid_blocks,
+                clusters_per_wave,
+                waves,
+                source,
+            } => write!(
+                f,
+                "cluster: one grid of {grid_blocks} CTA{} in clusters of {cluster_size}, {windows}; \
+                 {clusters_per_wave} cluster{} per wave, {waves} wave{} ({source}), not cooperative",
+                plural(grid_blocks),
+                plural(clusters_per_wave),
+                plural(waves)
+            ),
             Reason::Cooperative {
                 kind,
                 tile_height,
@@ -230,6 +377,12 @@ impl fmt::Display for Reason {
                     "concurrent: one resident grid of {blocks} blocks holds both directions"
                 )
             }
+            Reason::ClusterOneGrid { blocks } => {
+                write!(
+                    f,
+                    "concurrent: one cluster grid of {blocks} CTAs holds both directions"
+                )
+            }
             Reason::ByRows { tile, rows } => {
                 let cmp = if rows >= LARGE_TILE_MIN_ROWS {
                     ">="
@@ -250,6 +403,15 @@ impl fmt::Display for Reason {
                 "{}: {rows} rows; on {major}.{minor} the 64x64 tile is as fast or faster at every batch \
                  (H200: 98.6 vs 99.4 ms at batch 1024, 4.08 vs 4.15 at 8)",
                 ProjectionTile::Small64
+            ),
+            Reason::Tf32x3Listed {
+                compute_capability: (major, minor),
+            } => write!(
+                f,
+                "{}: FP32-accurate tensor-core products (error within the FP32 budget) at every batch \
+                 on {major}.{minor}, one of TF32X3_ARCHITECTURES (faster than the SIMT tiles there: \
+                 pending the H200 measurement)",
+                ProjectionTile::Tf32x3
             ),
             Reason::Tf32Allowed {
                 compute_capability: (major, minor),
@@ -293,6 +455,7 @@ mod tests {
                     blocks_per_sm: 1,
                     shared_bytes: 134_144,
                     measured_here: true,
+                    no_cluster: ClusterRefusal::NoClusterLaunch,
                 },
                 "resident: 1 block/SM",
             ),
@@ -301,6 +464,9 @@ mod tests {
                     blocks_per_sm: 1,
                     shared_bytes: 134_144,
                     measured_here: false,
+                    no_cluster: ClusterRefusal::Architecture {
+                        compute_capability: (8, 0),
+                    },
                 },
                 "resident: 1 block/SM",
             ),
@@ -309,6 +475,9 @@ mod tests {
                     chosen: RecurrenceKind::Tiled,
                     batch: 9,
                     resident_limit: Limit::PerBlockLimit,
+                    no_cluster: ClusterRefusal::MaxClusterSize {
+                        max_cluster_size: 1,
+                    },
                 },
                 "tiled: batch 9 >= 9",
             ),
@@ -317,6 +486,10 @@ mod tests {
                     chosen: RecurrenceKind::Wide,
                     batch: 8,
                     resident_limit: Limit::SharedMemory,
+                    no_cluster: ClusterRefusal::NoCapacity {
+                        source: CapacitySource::Driver,
+                        limited_by: Limit::Registers,
+                    },
                 },
                 "wide: batch 8 < 9",
             ),
@@ -326,8 +499,89 @@ mod tests {
                     preferred: RecurrenceKind::Wide,
                     needed: 16,
                     capacity: 10,
+                    no_cluster: ClusterRefusal::NoCapacity {
+                        source: CapacitySource::Estimate,
+                        limited_by: Limit::Registers,
+                    },
                 },
                 "tiled: one wide tile needs 16",
+            ),
+            (
+                Reason::ClusterFits {
+                    cluster_size: 4,
+                    clusters: 2,
+                    capacity: 62,
+                    source: CapacitySource::Driver,
+                    one_wave_capacity: 31,
+                },
+                "cluster: 4-CTA clusters, 2 clusters (one per window and direction), 62 co-resident \
+                 (driver), 1 wave; 4-CTA clusters while each CTA has an SM of its own (up to 31",
+            ),
+            (
+                Reason::ClusterFits {
+                    cluster_size: 2,
+                    clusters: 64,
+                    capacity: 66,
+                    source: CapacitySource::Estimate,
+                    one_wave_capacity: 33,
+                },
+                "cluster: 2-CTA clusters, 64 clusters (one per window and direction), 66 co-resident \
+                 (estimate, an upper bound), 1 wave; 64 4-CTA clusters would share SMs (one CTA per \
+                 SM up to 33",
+            ),
+            (
+                Reason::ClusterFits {
+                    cluster_size: 2,
+                    clusters: 0,
+                    capacity: 66,
+                    source: CapacitySource::Driver,
+                    one_wave_capacity: 0,
+                },
+                "cluster: 2-CTA clusters, 0 clusters (one per window and direction), 66 co-resident \
+                 (driver), 0 waves; no 4-CTA cluster fits",
+            ),
+            (
+                Reason::ForcedClusterSize {
+                    cluster_size: 2,
+                    capacity: 66,
+                    source: CapacitySource::Driver,
+                },
+                "cluster: 2-CTA clusters forced by override (66 co-resident, driver)",
+            ),
+            (
+                Reason::ClusterGrid {
+                    cluster_size: 2,
+                    windows: ClusterWindows::Several {
+                        windows: 2,
+                        clusters_one: 2048,
+                        capacity: 66,
+                    },
+                    grid_blocks: 2048,
+                    clusters_per_wave: 66,
+                    waves: 16,
+                    source: CapacitySource::Driver,
+                },
+                "cluster: one grid of 2048 CTAs in clusters of 2, 2 windows per cluster (one-window \
+                 clusters would need 32 waves of 66; H200: batch 64 in 0.649 ms a layer vs 0.798, \
+                 batch 1024 in 10.26 vs 12.51 resident); 66 clusters per wave, 16 waves (driver), \
+                 not cooperative",
+            ),
+            (
+                Reason::ClusterGrid {
+                    cluster_size: 4,
+                    windows: ClusterWindows::OnlySize { cluster_size: 4 },
+                    grid_blocks: 8,
+                    clusters_per_wave: 2,
+                    waves: 1,
+                    source: CapacitySource::Estimate,
+                },
+                "cluster: one grid of 8 CTAs in clusters of 4, one window per cluster (only 2-CTA \
+                 clusters run more; these have 4); 2 clusters per wave, 1 wave (estimate, an upper \
+                 bound), not cooperative",
+            ),
+            (
+                Reason::ClusterOneGrid { blocks: 8 },
+                "concurrent: one cluster grid of 8 CTAs holds both directions",
             ),
             (
                 Reason::ForcedRecurrence(RecurrenceKind::Wide),
@@ -396,6 +650,12 @@ mod tests {
                     compute_capability: (9, 0),
                 },
                 "tf32 128x256: TF32 mode on 9.0",
+            ),
+            (
+                Reason::Tf32x3Listed {
+                    compute_capability: (9, 0),
+                },
+                "3xtf32 128x256: FP32-accurate",
             ),
             (
                 Reason::Tf32Refused {

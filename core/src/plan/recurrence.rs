@@ -1,10 +1,352 @@
-//! Which recurrence kernel runs: resident where R fits one SM, else tiled or wide by batch.
+//! Which recurrence kernel runs: the cluster kernel where the device has thread-block
+//! clusters and a cluster fits, else resident where R fits one SM, else tiled or wide by batch.
+
+use core::fmt;
 
 use super::{Decision, KernelResources, Reason, RecurrenceKind};
 use crate::device::DeviceFacts;
 use crate::error::CoreError;
-use crate::geometry::{TILED_BLOCKS_PER_TILE, WIDE_BLOCKS_PER_TILE};
-use crate::occupancy::{Occupancy, blocks_per_sm};
+use crate::geometry::{
+    CLUSTER_MAX_WINDOWS, CLUSTER_MULTI_WINDOW_SIZE, CLUSTER_SIZES, TILED_BLOCKS_PER_TILE,
+    WIDE_BLOCKS_PER_TILE,
+};
+use crate::occupancy::{Limit, Occupancy, blocks_per_sm};
+
+/// Thread-block clusters, and so the cluster recurrence, exist from this compute capability on
+/// (CUDA C++ Programming Guide, "Thread Block Clusters": compute capability 9.0).
+pub const CLUSTER_MIN_COMPUTE_CAPABILITY: (u32, u32) = (9, 0);
+
+/// The cluster size (CTAs per window and direction) while all `2 * batch` clusters of this size
+/// fit the device at once with one CTA per SM: the driver's co-resident clusters over the CTAs
+/// an SM holds (H200: 62 / 2 = 31 clusters, batch 15).
+///
+/// Measured on the H200 (2026-12-01, `bench/NOTES.md` "cluster harness": one layer, both
+/// directions, 589 steps, ms per launch, the integrated kernels' PTX): batch 1 and 8: 4-CTA
+/// 0.348 / 0.350 vs 2-CTA 0.408 / 0.411 (0.59 vs 0.69 us/step); batch 16 (32 clusters, more
+/// than 31: two CTAs share SMs): 4-CTA 0.529 vs 2-CTA 0.407; batch 31: 0.574 vs 0.401.
+pub const CLUSTER_ONE_WAVE_SIZE: usize = 4;
+
+/// The cluster size once the `2 * batch` clusters of [`CLUSTER_ONE_WAVE_SIZE`] would share SMs.
+///
+/// Measured on the H200 (2026-12-01, same harness): 2-CTA clusters 0.401-0.408 ms per layer from
+/// batch 1 to 33 (66 co-resident clusters: one wave), 4-CTA 0.828 at batch 32 (two waves).
+pub const CLUSTER_WAVES_SIZE: usize = 2;
+
+/// Why a cluster runs the number of windows it does ([`choose_cluster_windows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClusterWindows {
+    /// One window per cluster: all `clusters` one-window clusters fit one wave of `capacity`.
+    OneWave {
+        /// One-window clusters: `2 * batch`.
+        clusters: usize,
+        /// Co-resident clusters.
+        capacity: usize,
+    },
+    /// One window per cluster: only [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA clusters are built for
+    /// more windows.
+    OnlySize {
+        /// The cluster size in use.
+        cluster_size: usize,
+    },
+    /// [`CLUSTER_MAX_WINDOWS`] windows per cluster: one-window clusters would need more than one
+    /// wave.
+    Several {
+        /// Windows per cluster.
+        windows: usize,
+        /// One-window clusters it would take: `2 * batch`.
+        clusters_one: usize,
+        /// Co-resident clusters.
+        capacity: usize,
+    },
+    /// Forced through [`super::Overrides::cluster_windows`].
+    Forced {
+        /// Windows per cluster.
+        windows: usize,
+    },
+}
+
+impl fmt::Display for ClusterWindows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ClusterWindows::OneWave { clusters, capacity } => write!(
+                f,
+                "one window per cluster (all {clusters} fit one wave of {capacity})"
+            ),
+            ClusterWindows::OnlySize { cluster_size } => write!(
+                f,
+                "one window per cluster (only {CLUSTER_MULTI_WINDOW_SIZE}-CTA clusters run more; \
+                 these have {cluster_size})"
+            ),
+            ClusterWindows::Several {
+                windows,
+                clusters_one,
+                capacity,
+            } => write!(
+                f,
+                "{windows} windows per cluster (one-window clusters would need {} waves of \
+                 {capacity}; H200: batch 64 in 0.649 ms a layer vs 0.798, batch 1024 in 10.26 vs \
+                 12.51 resident)",
+                waves(clusters_one, capacity)
+            ),
+            ClusterWindows::Forced { windows } => {
+                write!(f, "{windows} window(s) per cluster, forced by override")
+            }
+        }
+    }
+}
+
+/// Waves of `capacity` that `clusters` take (0 capacity: 0).
+const fn waves(clusters: usize, capacity: usize) -> usize {
+    match capacity {
+        0 => 0,
+        c => clusters.div_ceil(c),
+    }
+}
+
+/// A windows-per-cluster choice and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WindowsDecision {
+    /// Windows per cluster.
+    pub windows: usize,
+    /// Why.
+    pub why: ClusterWindows,
+}
+
+/// Chooses how many windows each cluster of `capacity`'s size runs for `batch` windows: one
+/// while all `2 * batch` one-window clusters fit one wave, else [`CLUSTER_MAX_WINDOWS`] where the
+/// size has a multi-window kernel ([`CLUSTER_MULTI_WINDOW_SIZE`]), else one.
+///
+/// Measured on the H200 (2026-12-01, `bench/NOTES.md` "cluster harness", ms per layer): 2-CTA
+/// clusters with two windows 0.647-0.649 from batch 1 to 65 (one wave up to 66 clusters), one
+/// window 0.401-0.408 up to batch 33 and 0.795-0.799 from 48 to 65 (two waves); from batch 128
+/// the two-window kernel beats the resident one (1.289 vs 1.581, 2.573 vs 3.135 at 256, 10.26
+/// vs 12.51 at 1024) and the one-window cluster kernel (1.588, 3.168, 12.60).
+pub const fn choose_cluster_windows(capacity: &ClusterCapacity, batch: usize) -> WindowsDecision {
+    let clusters = batch.saturating_mul(2);
+    if capacity.cluster_size != CLUSTER_MULTI_WINDOW_SIZE {
+        return WindowsDecision {
+            windows: 1,
+            why: ClusterWindows::OnlySize {
+                cluster_size: capacity.cluster_size,
+            },
+        };
+    }
+    if clusters <= capacity.clusters {
+        return WindowsDecision {
+            windows: 1,
+            why: ClusterWindows::OneWave {
+                clusters,
+                capacity: capacity.clusters,
+            },
+        };
+    }
+    WindowsDecision {
+        windows: CLUSTER_MAX_WINDOWS,
+        why: ClusterWindows::Several {
+            windows: CLUSTER_MAX_WINDOWS,
+            clusters_one: clusters,
+            capacity: capacity.clusters,
+        },
+    }
+}
+
+/// Checks windows per cluster forced through [`super::Overrides::cluster_windows`]: 1 for any
+/// size, [`CLUSTER_MAX_WINDOWS`] with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA clusters only.
+///
+/// # Errors
+/// [`CoreError::ForcedChoice`] for any other count.
+pub const fn check_forced_cluster_windows(
+    cluster_size: usize,
+    windows: usize,
+) -> Result<WindowsDecision, CoreError> {
+    if windows == 1 || (windows == CLUSTER_MAX_WINDOWS && cluster_size == CLUSTER_MULTI_WINDOW_SIZE)
+    {
+        Ok(WindowsDecision {
+            windows,
+            why: ClusterWindows::Forced { windows },
+        })
+    } else {
+        Err(CoreError::ForcedChoice {
+            what: "windows per cluster",
+            reason: "1, or 2 with 2-CTA clusters (the kernels built)",
+        })
+    }
+}
+
+/// Where a cluster capacity comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CapacitySource {
+    /// Core's estimate: blocks per SM times SMs, divided by the cluster size. An upper bound:
+    /// a cluster's CTAs must share one GPC, which the estimate ignores (H200: 66 4-CTA clusters
+    /// estimated, 62 reported by the driver for the prototype).
+    Estimate,
+    /// The driver's `cuOccupancyMaxActiveClusters` for the compiled kernel
+    /// ([`KernelResources::max_active_clusters`]).
+    Driver,
+}
+
+impl fmt::Display for CapacitySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CapacitySource::Estimate => "estimate, an upper bound",
+            CapacitySource::Driver => "driver",
+        })
+    }
+}
+
+/// How many clusters of one size the device holds at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClusterCapacity {
+    /// CTAs per cluster (one of [`CLUSTER_SIZES`]).
+    pub cluster_size: usize,
+    /// Co-resident clusters (0: this size cannot run here), from [`cluster_capacity`].
+    pub clusters: usize,
+    /// Whether `clusters` is the driver's figure or core's estimate.
+    pub source: CapacitySource,
+    /// One CTA's occupancy by core's occupancy rules.
+    pub occupancy: Occupancy,
+}
+
+impl ClusterCapacity {
+    /// The capacity for clusters of `cluster_size` CTAs on `facts` with `resources`.
+    pub const fn of(facts: &DeviceFacts, resources: &KernelResources, cluster_size: usize) -> Self {
+        let occupancy = match resources.cluster(cluster_size) {
+            Some(usage) => blocks_per_sm(facts, usage),
+            None => Occupancy {
+                blocks_per_sm: 0,
+                limited_by: Limit::PerBlockLimit,
+            },
+        };
+        ClusterCapacity {
+            cluster_size,
+            clusters: cluster_capacity(facts, resources, cluster_size),
+            source: match resources.driver_clusters(cluster_size) {
+                Some(_) => CapacitySource::Driver,
+                None => CapacitySource::Estimate,
+            },
+            occupancy,
+        }
+    }
+
+    /// CTAs of whole co-resident clusters: `clusters * cluster_size`.
+    pub const fn ctas(&self) -> usize {
+        self.clusters.saturating_mul(self.cluster_size)
+    }
+}
+
+/// Whether the device runs clusters of `cluster_size` CTAs at all: compute capability at least
+/// [`CLUSTER_MIN_COMPUTE_CAPABILITY`], `cluster_size` built ([`CLUSTER_SIZES`]) and within
+/// [`DeviceFacts::max_cluster_size`].
+const fn device_has_clusters_of(facts: &DeviceFacts, cluster_size: usize) -> bool {
+    let (major, minor) = facts.compute_capability;
+    let (min_major, min_minor) = CLUSTER_MIN_COMPUTE_CAPABILITY;
+    (major > min_major || (major == min_major && minor >= min_minor))
+        && super::cluster_slot(cluster_size).is_some()
+        && cluster_size <= facts.max_cluster_size as usize
+}
+
+/// Co-resident clusters of `cluster_size` CTAs of the cluster recurrence on the device `facts`
+/// describes, with `resources`: 0 where the device has no such clusters (before
+/// [`CLUSTER_MIN_COMPUTE_CAPABILITY`], above [`DeviceFacts::max_cluster_size`], a size not in
+/// [`CLUSTER_SIZES`]); else the driver's figure when the backend measured it
+/// ([`KernelResources::max_active_clusters`], `Some(0)`: cannot run); else core's estimate
+/// `blocks_per_sm * sm_count / cluster_size` ([`CapacitySource::Estimate`], an upper bound).
+pub const fn cluster_capacity(
+    facts: &DeviceFacts,
+    resources: &KernelResources,
+    cluster_size: usize,
+) -> usize {
+    if !device_has_clusters_of(facts, cluster_size) {
+        return 0;
+    }
+    if let Some(clusters) = resources.driver_clusters(cluster_size) {
+        return clusters as usize;
+    }
+    match resources.cluster(cluster_size) {
+        Some(usage) => {
+            blocks_per_sm(facts, usage).co_resident_blocks(facts.sm_count) / cluster_size
+        }
+        None => 0,
+    }
+}
+
+/// Why the cluster recurrence does not run on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClusterRefusal {
+    /// Compute capability below [`CLUSTER_MIN_COMPUTE_CAPABILITY`]: no clusters.
+    Architecture {
+        /// The device's compute capability.
+        compute_capability: (u32, u32),
+    },
+    /// The device reports no cluster launch ([`DeviceFacts::max_cluster_size`] is 0).
+    NoClusterLaunch,
+    /// The device's largest cluster is smaller than every size built.
+    MaxClusterSize {
+        /// [`DeviceFacts::max_cluster_size`].
+        max_cluster_size: u32,
+    },
+    /// No cluster of any size fits the device.
+    NoCapacity {
+        /// Whether the driver said so or core's estimate.
+        source: CapacitySource,
+        /// What keeps a 2-CTA cluster's CTA off an SM by core's rules.
+        limited_by: Limit,
+    },
+}
+
+impl fmt::Display for ClusterRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (min_major, min_minor) = CLUSTER_MIN_COMPUTE_CAPABILITY;
+        match *self {
+            ClusterRefusal::Architecture {
+                compute_capability: (major, minor),
+            } => write!(
+                f,
+                "no thread-block clusters before {min_major}.{min_minor} (this is {major}.{minor})"
+            ),
+            ClusterRefusal::NoClusterLaunch => f.write_str("the device reports no cluster launch"),
+            ClusterRefusal::MaxClusterSize { max_cluster_size } => write!(
+                f,
+                "the device's largest cluster ({max_cluster_size} CTAs) is below {}",
+                CLUSTER_SIZES[0]
+            ),
+            ClusterRefusal::NoCapacity {
+                source: CapacitySource::Driver,
+                ..
+            } => f.write_str("the driver says 0 clusters of 2 or 4 CTAs fit"),
+            ClusterRefusal::NoCapacity {
+                source: CapacitySource::Estimate,
+                limited_by,
+            } => write!(
+                f,
+                "no cluster of 2 or 4 CTAs fits (estimate; limited by {limited_by})"
+            ),
+        }
+    }
+}
+
+impl ClusterRefusal {
+    /// The refusal as a fixed message, for [`CoreError::ForcedChoice`].
+    const fn message(self) -> &'static str {
+        match self {
+            ClusterRefusal::Architecture { .. } => {
+                "thread-block clusters need compute capability 9.0 or newer"
+            }
+            ClusterRefusal::NoClusterLaunch => "the device reports no cluster launch",
+            ClusterRefusal::MaxClusterSize { .. } => {
+                "the device's largest cluster is below the sizes built"
+            }
+            ClusterRefusal::NoCapacity {
+                source: CapacitySource::Driver,
+                ..
+            } => "the driver says 0 clusters fit",
+            ClusterRefusal::NoCapacity {
+                source: CapacitySource::Estimate,
+                ..
+            } => "no cluster fits the device (estimate)",
+        }
+    }
+}
 
 /// The tiled recurrence from this batch on; the wide one below it. Only for GPUs where the
 /// resident kernel does not fit an SM (7.5, 8.6, 8.9, 12.0 in the table), none of which anyone
@@ -44,12 +386,13 @@ pub const RESIDENT_MIN_BLOCKS_PER_SM: u32 = 1;
 /// from their resources and say so in their reason.
 pub const MEASURED_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 
-/// Blocks one tile of a cooperative kind needs (0 for the resident kind, which has no tiles).
+/// Blocks one tile of a cooperative kind needs (0 for the resident and cluster kinds, which
+/// have no tiles).
 pub const fn blocks_per_tile(kind: RecurrenceKind) -> usize {
     match kind {
         RecurrenceKind::Wide => WIDE_BLOCKS_PER_TILE,
         RecurrenceKind::Tiled => TILED_BLOCKS_PER_TILE,
-        RecurrenceKind::Resident => 0,
+        RecurrenceKind::Resident | RecurrenceKind::Cluster => 0,
     }
 }
 
@@ -64,6 +407,8 @@ pub struct RecurrenceOccupancy {
     pub resident: Occupancy,
     /// Shared bytes (static plus dynamic) one resident block asks for.
     pub resident_shared_bytes: u32,
+    /// The cluster kernel's capacity for each size of [`CLUSTER_SIZES`] (same index).
+    pub clusters: [ClusterCapacity; CLUSTER_SIZES.len()],
 }
 
 impl RecurrenceOccupancy {
@@ -77,15 +422,38 @@ impl RecurrenceOccupancy {
                 Some(bytes) => bytes,
                 None => u32::MAX,
             },
+            clusters: [
+                ClusterCapacity::of(facts, resources, CLUSTER_SIZES[0]),
+                ClusterCapacity::of(facts, resources, CLUSTER_SIZES[1]),
+            ],
         }
     }
 
-    /// The occupancy of `kind`'s kernel.
+    /// The occupancy of `kind`'s kernel; for the cluster kind, the largest size's
+    /// ([`RecurrenceOccupancy::cluster`] gives each size's).
     pub const fn get(&self, kind: RecurrenceKind) -> Occupancy {
         match kind {
             RecurrenceKind::Wide => self.wide,
             RecurrenceKind::Tiled => self.tiled,
             RecurrenceKind::Resident => self.resident,
+            RecurrenceKind::Cluster => self.clusters[CLUSTER_SIZES.len() - 1].occupancy,
+        }
+    }
+
+    /// The capacity for clusters of `cluster_size` CTAs; `None` for a size not in
+    /// [`CLUSTER_SIZES`].
+    pub const fn cluster(&self, cluster_size: usize) -> Option<&ClusterCapacity> {
+        match super::cluster_slot(cluster_size) {
+            Some(i) => Some(&self.clusters[i]),
+            None => None,
+        }
+    }
+
+    /// Co-resident clusters of `cluster_size` CTAs (0 for a size not built).
+    const fn clusters_of(&self, cluster_size: usize) -> usize {
+        match self.cluster(cluster_size) {
+            Some(c) => c.clusters,
+            None => 0,
         }
     }
 
@@ -106,22 +474,105 @@ const fn cooperative_fits(
         && occupancy.capacity(kind, facts.sm_count) >= blocks_per_tile(kind)
 }
 
+/// Chooses the cluster size of the cluster recurrence for `batch` windows (`2 * batch`
+/// clusters, one per window and direction), or says why the device runs no clusters.
+///
+/// A size can run when the compute capability is at least [`CLUSTER_MIN_COMPUTE_CAPABILITY`],
+/// [`DeviceFacts::max_cluster_size`] allows it and its capacity ([`cluster_capacity`]) is not
+/// 0. Then [`CLUSTER_ONE_WAVE_SIZE`] while all `2 * batch` of its clusters fit one wave, else
+/// [`CLUSTER_WAVES_SIZE`] (in as many waves as it takes); if only one size can run, that one.
+/// The reason quotes the clusters, the capacity and whether the driver gave it or core
+/// estimated it.
+///
+/// # Errors
+/// The [`ClusterRefusal`] when no size can run.
+pub fn choose_cluster_size(
+    facts: &DeviceFacts,
+    occupancy: &RecurrenceOccupancy,
+    batch: usize,
+) -> Result<Decision<usize>, ClusterRefusal> {
+    if facts.compute_capability < CLUSTER_MIN_COMPUTE_CAPABILITY {
+        return Err(ClusterRefusal::Architecture {
+            compute_capability: facts.compute_capability,
+        });
+    }
+    if facts.max_cluster_size == 0 {
+        return Err(ClusterRefusal::NoClusterLaunch);
+    }
+    if CLUSTER_SIZES
+        .iter()
+        .all(|&size| size > facts.max_cluster_size as usize)
+    {
+        return Err(ClusterRefusal::MaxClusterSize {
+            max_cluster_size: facts.max_cluster_size,
+        });
+    }
+    let clusters = batch.saturating_mul(2);
+    // 4-CTA clusters only while each of their CTAs has an SM to itself.
+    let one_wave = match occupancy.cluster(CLUSTER_ONE_WAVE_SIZE) {
+        Some(c) if c.occupancy.blocks_per_sm > 1 => c.clusters / c.occupancy.blocks_per_sm as usize,
+        Some(c) => c.clusters,
+        None => 0,
+    };
+    let waves = occupancy.clusters_of(CLUSTER_WAVES_SIZE);
+    let size = if one_wave > 0 && clusters <= one_wave {
+        CLUSTER_ONE_WAVE_SIZE
+    } else if waves > 0 {
+        CLUSTER_WAVES_SIZE
+    } else if one_wave > 0 {
+        CLUSTER_ONE_WAVE_SIZE
+    } else {
+        let (source, limited_by) = match occupancy.cluster(CLUSTER_WAVES_SIZE) {
+            Some(c) => (c.source, c.occupancy.limited_by),
+            None => (CapacitySource::Estimate, Limit::PerBlockLimit),
+        };
+        return Err(ClusterRefusal::NoCapacity { source, limited_by });
+    };
+    let (capacity, source) = match occupancy.cluster(size) {
+        Some(c) => (c.clusters, c.source),
+        None => (0, CapacitySource::Estimate),
+    };
+    Ok(Decision {
+        choice: size,
+        reason: Reason::ClusterFits {
+            cluster_size: size,
+            clusters,
+            capacity,
+            source,
+            one_wave_capacity: one_wave,
+        },
+    })
+}
+
 /// Chooses the recurrence kernel for `batch` windows.
 ///
-/// 1. Resident when at least [`RESIDENT_MIN_BLOCKS_PER_SM`] of its blocks fit an SM (it needs
-///    no cooperative launch).
-/// 2. Otherwise a cooperative kernel, which needs [`DeviceFacts::cooperative_launch`]: tiled
+/// 1. Cluster wherever a cluster of some size can run ([`choose_cluster_size`]): compute
+///    capability 9.0 and later with cluster launch and room for a cluster.
+/// 2. Else resident when at least [`RESIDENT_MIN_BLOCKS_PER_SM`] of its blocks fit an SM (it
+///    needs no cooperative launch).
+/// 3. Otherwise a cooperative kernel, which needs [`DeviceFacts::cooperative_launch`]: tiled
 ///    from [`TILED_MIN_BATCH`] windows, wide below; if one tile of that kind exceeds the
 ///    co-resident capacity, the other kind when its tile fits.
 ///
+/// The reasons of 2 and 3 also say why no cluster runs.
+///
 /// # Errors
-/// [`CoreError::NoPlan`] when the resident kernel does not fit and no cooperative kernel can
-/// run (no cooperative launch, or not even one tile fits).
+/// [`CoreError::NoPlan`] when no cluster, no resident block and no cooperative tile can run
+/// (no cooperative launch, or not even one tile fits).
 pub fn choose_recurrence(
     facts: &DeviceFacts,
     occupancy: &RecurrenceOccupancy,
     batch: usize,
 ) -> Result<Decision<RecurrenceKind>, CoreError> {
+    let no_cluster = match choose_cluster_size(facts, occupancy, batch) {
+        Ok(d) => {
+            return Ok(Decision {
+                choice: RecurrenceKind::Cluster,
+                reason: d.reason,
+            });
+        }
+        Err(why) => why,
+    };
     let resident = occupancy.resident;
     if resident.blocks_per_sm >= RESIDENT_MIN_BLOCKS_PER_SM {
         return Ok(Decision {
@@ -130,6 +581,7 @@ pub fn choose_recurrence(
                 blocks_per_sm: resident.blocks_per_sm,
                 shared_bytes: occupancy.resident_shared_bytes,
                 measured_here: MEASURED_ARCHITECTURES.contains(&facts.compute_capability),
+                no_cluster,
             },
         });
     }
@@ -150,6 +602,7 @@ pub fn choose_recurrence(
                 chosen: preferred,
                 batch,
                 resident_limit: resident.limited_by,
+                no_cluster,
             },
         });
     }
@@ -165,6 +618,7 @@ pub fn choose_recurrence(
                 preferred,
                 needed: blocks_per_tile(preferred),
                 capacity: occupancy.capacity(preferred, facts.sm_count),
+                no_cluster,
             },
         });
     }
@@ -176,8 +630,9 @@ pub fn choose_recurrence(
 /// Checks a recurrence forced through [`super::Overrides`].
 ///
 /// # Errors
-/// [`CoreError::ForcedChoice`] when the resident kernel does not fit an SM, or a cooperative
-/// kernel lacks cooperative launch or room for one tile.
+/// [`CoreError::ForcedChoice`] when the resident kernel does not fit an SM, a cooperative
+/// kernel lacks cooperative launch or room for one tile, or the cluster kernel cannot run
+/// (no size passes [`choose_cluster_size`]'s conditions).
 pub fn check_forced_recurrence(
     facts: &DeviceFacts,
     occupancy: &RecurrenceOccupancy,
@@ -213,7 +668,64 @@ pub fn check_forced_recurrence(
             choice: kind,
             reason,
         }),
+        RecurrenceKind::Cluster => match choose_cluster_size(facts, occupancy, 0) {
+            Ok(_) => Ok(Decision {
+                choice: kind,
+                reason,
+            }),
+            Err(why) => Err(CoreError::ForcedChoice {
+                what: "cluster recurrence",
+                reason: why.message(),
+            }),
+        },
     }
+}
+
+/// Checks a cluster size forced through [`super::Overrides::cluster_size`] for the cluster
+/// recurrence; returns the size and its reason ([`Reason::ForcedClusterSize`]).
+///
+/// # Errors
+/// [`CoreError::ForcedChoice`] for a size not in [`CLUSTER_SIZES`], a device without clusters
+/// (before [`CLUSTER_MIN_COMPUTE_CAPABILITY`]), a size above [`DeviceFacts::max_cluster_size`],
+/// or a size of which no cluster fits ([`cluster_capacity`] is 0).
+pub fn check_forced_cluster_size(
+    facts: &DeviceFacts,
+    occupancy: &RecurrenceOccupancy,
+    cluster_size: usize,
+) -> Result<Decision<usize>, CoreError> {
+    let what = "cluster size";
+    let Some(capacity) = occupancy.cluster(cluster_size) else {
+        return Err(CoreError::ForcedChoice {
+            what,
+            reason: "not a cluster size built (2 or 4 CTAs)",
+        });
+    };
+    if facts.compute_capability < CLUSTER_MIN_COMPUTE_CAPABILITY {
+        return Err(CoreError::ForcedChoice {
+            what,
+            reason: "thread-block clusters need compute capability 9.0 or newer",
+        });
+    }
+    if cluster_size > facts.max_cluster_size as usize {
+        return Err(CoreError::ForcedChoice {
+            what,
+            reason: "above the device's largest cluster size",
+        });
+    }
+    if capacity.clusters == 0 {
+        return Err(CoreError::ForcedChoice {
+            what,
+            reason: "no cluster of this size fits the device",
+        });
+    }
+    Ok(Decision {
+        choice: cluster_size,
+        reason: Reason::ForcedClusterSize {
+            cluster_size,
+            capacity: capacity.clusters,
+            source: capacity.source,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -243,6 +755,26 @@ mod tests {
         limited_by: Limit::PerBlockLimit,
     };
 
+    const NO_CLUSTERS: [ClusterCapacity; 2] = [
+        ClusterCapacity {
+            cluster_size: 2,
+            clusters: 0,
+            source: CapacitySource::Estimate,
+            occupancy: NO_RESIDENT,
+        },
+        ClusterCapacity {
+            cluster_size: 4,
+            clusters: 0,
+            source: CapacitySource::Estimate,
+            occupancy: NO_RESIDENT,
+        },
+    ];
+
+    /// Ada has no clusters.
+    const ADA: ClusterRefusal = ClusterRefusal::Architecture {
+        compute_capability: (8, 9),
+    };
+
     fn kinds(
         facts: &DeviceFacts,
         o: &RecurrenceOccupancy,
@@ -258,6 +790,7 @@ mod tests {
             tiled: occ(2, Limit::Registers),
             resident: occ(1, Limit::Registers),
             resident_shared_bytes: 134_144,
+            clusters: NO_CLUSTERS,
         };
         for batch in [0, 1, 8, 9, 1024] {
             assert_eq!(
@@ -281,12 +814,24 @@ mod tests {
             ("a100", false),
             ("b200", false),
         ] {
-            let f = table::find(name).unwrap().facts;
+            // Without cluster launch, so that the resident kernel runs on 9.0 and 10.0 too.
+            let f = DeviceFacts {
+                max_cluster_size: 0,
+                ..table::find(name).unwrap().facts
+            };
             let o = RecurrenceOccupancy::of(&f, &nominal);
             let d = choose_recurrence(&f, &o, 32).unwrap();
             assert_eq!(d.choice, RecurrenceKind::Resident, "{name}");
+            let no_cluster = if f.compute_capability.0 >= 9 {
+                ClusterRefusal::NoClusterLaunch
+            } else {
+                ClusterRefusal::Architecture {
+                    compute_capability: f.compute_capability,
+                }
+            };
             assert!(
-                matches!(d.reason, Reason::ResidentFits { measured_here, .. } if measured_here == measured),
+                matches!(d.reason, Reason::ResidentFits { measured_here, no_cluster: n, .. }
+                    if measured_here == measured && n == no_cluster),
                 "{name}: {:?}",
                 d.reason
             );
@@ -300,6 +845,7 @@ mod tests {
             tiled: occ(2, Limit::Registers),
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
+            clusters: NO_CLUSTERS,
         };
         let d = device(128, true);
         for batch in [0, 1, 2, 7, 8] {
@@ -322,7 +868,8 @@ mod tests {
             Reason::ByBatch {
                 chosen: RecurrenceKind::Tiled,
                 batch: 9,
-                resident_limit: Limit::PerBlockLimit
+                resident_limit: Limit::PerBlockLimit,
+                no_cluster: ADA,
             }
         );
     }
@@ -334,6 +881,7 @@ mod tests {
             tiled: occ(2, Limit::Registers),
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
+            clusters: NO_CLUSTERS,
         };
         // 4 SMs x 2 = 8 co-resident: a wide tile (16) does not fit, a tiled tile (8) does.
         let d = choose_recurrence(&device(4, true), &o, 1).unwrap();
@@ -344,7 +892,8 @@ mod tests {
                 chosen: RecurrenceKind::Tiled,
                 preferred: RecurrenceKind::Wide,
                 needed: 16,
-                capacity: 8
+                capacity: 8,
+                no_cluster: ADA,
             }
         );
         // 3 SMs x 2 = 6: nothing fits.
@@ -371,6 +920,7 @@ mod tests {
             tiled: occ(2, Limit::Registers),
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
+            clusters: NO_CLUSTERS,
         };
         let e = choose_recurrence(&device(128, false), &o, 4).unwrap_err();
         assert!(matches!(e, CoreError::NoPlan { .. }));
@@ -383,6 +933,7 @@ mod tests {
             tiled: occ(2, Limit::Registers),
             resident: occ(1, Limit::Registers),
             resident_shared_bytes: 134_144,
+            clusters: NO_CLUSTERS,
         };
         let no_resident = RecurrenceOccupancy {
             resident: NO_RESIDENT,
@@ -415,6 +966,289 @@ mod tests {
                 .unwrap()
                 .reason,
             Reason::ForcedRecurrence(RecurrenceKind::Resident)
+        );
+    }
+
+    /// The H200 with the nominal resources but the cluster capacities the prototype's driver
+    /// query reported (DESIGN §7): 66 2-CTA and 62 4-CTA clusters.
+    fn h200_driver(two: Option<u32>, four: Option<u32>) -> (DeviceFacts, RecurrenceOccupancy) {
+        let f = table::find("h200").unwrap().facts;
+        let r = KernelResources {
+            max_active_clusters: [two, four],
+            ..KernelResources::nominal()
+        };
+        (f, RecurrenceOccupancy::of(&f, &r))
+    }
+
+    fn size(
+        facts: &DeviceFacts,
+        o: &RecurrenceOccupancy,
+        batch: usize,
+    ) -> Result<usize, ClusterRefusal> {
+        choose_cluster_size(facts, o, batch).map(|d| d.choice)
+    }
+
+    #[test]
+    fn cluster_size_switches_at_the_wave_boundary() {
+        let (f, o) = h200_driver(Some(66), Some(62));
+        // 62 four-CTA clusters fit at two CTAs per SM, 31 at one: 2 * 15 = 30 clusters of 4 have
+        // an SM per CTA, 32 do not.
+        for (batch, want) in [
+            (0, 4),
+            (1, 4),
+            (8, 4),
+            (15, 4),
+            (16, 2),
+            (31, 2),
+            (32, 2),
+            (1024, 2),
+        ] {
+            assert_eq!(size(&f, &o, batch), Ok(want), "batch {batch}");
+            assert_eq!(
+                kinds(&f, &o, batch),
+                Ok(RecurrenceKind::Cluster),
+                "batch {batch}"
+            );
+        }
+        assert_eq!(
+            choose_cluster_size(&f, &o, 15).unwrap().reason,
+            Reason::ClusterFits {
+                cluster_size: 4,
+                clusters: 30,
+                capacity: 62,
+                source: CapacitySource::Driver,
+                one_wave_capacity: 31,
+            }
+        );
+        let r = choose_recurrence(&f, &o, 32).unwrap().reason;
+        assert_eq!(
+            r,
+            Reason::ClusterFits {
+                cluster_size: 2,
+                clusters: 64,
+                capacity: 66,
+                source: CapacitySource::Driver,
+                one_wave_capacity: 31,
+            }
+        );
+        let line = r.to_string();
+        assert!(
+            line.starts_with("cluster: 2-CTA clusters, 64 clusters"),
+            "{line}"
+        );
+        assert!(line.contains("66 co-resident (driver), 1 wave;"), "{line}");
+        assert!(
+            line.contains("64 4-CTA clusters would share SMs (one CTA per SM up to 31"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn cluster_capacity_is_estimated_without_the_driver() {
+        let f = table::find("h200").unwrap().facts;
+        let r = KernelResources::nominal();
+        // 195 registers: one CTA per SM, 132 / 2; 117 registers: two per SM, 264 / 4.
+        assert_eq!(cluster_capacity(&f, &r, 2), 66);
+        assert_eq!(cluster_capacity(&f, &r, 4), 66);
+        let o = RecurrenceOccupancy::of(&f, &r);
+        assert_eq!(o.cluster(4).unwrap().source, CapacitySource::Estimate);
+        assert_eq!(o.cluster(4).unwrap().ctas(), 264);
+        // One CTA per SM: 33 clusters of 4, batch 16.
+        assert_eq!(size(&f, &o, 16), Ok(4));
+        assert_eq!(size(&f, &o, 17), Ok(2));
+        let line = choose_cluster_size(&f, &o, 1).unwrap().reason.to_string();
+        assert!(line.contains("(estimate, an upper bound)"), "{line}");
+        // The driver's figure replaces the estimate; sizes not built and devices without
+        // clusters hold none, whatever the driver says.
+        let measured = KernelResources {
+            max_active_clusters: [Some(66), Some(62)],
+            ..r
+        };
+        assert_eq!(cluster_capacity(&f, &measured, 4), 62);
+        assert_eq!(cluster_capacity(&f, &measured, 3), 0);
+        assert_eq!(cluster_capacity(&f, &measured, 8), 0);
+        let a100 = table::find("a100").unwrap().facts;
+        assert_eq!(cluster_capacity(&a100, &measured, 2), 0);
+        let small = DeviceFacts {
+            max_cluster_size: 2,
+            ..f
+        };
+        assert_eq!(cluster_capacity(&small, &measured, 2), 66);
+        assert_eq!(cluster_capacity(&small, &measured, 4), 0);
+    }
+
+    #[test]
+    fn without_clusters_the_old_rules_run_and_say_why() {
+        let nominal = KernelResources::nominal();
+        // Before 9.0.
+        let a100 = table::find("a100").unwrap().facts;
+        let o = RecurrenceOccupancy::of(&a100, &nominal);
+        let d = choose_recurrence(&a100, &o, 1).unwrap();
+        assert_eq!(d.choice, RecurrenceKind::Resident);
+        assert!(
+            d.reason
+                .to_string()
+                .ends_with("not cluster: no thread-block clusters before 9.0 (this is 8.0)"),
+            "{}",
+            d.reason
+        );
+        // 9.0 without cluster launch.
+        let h200 = table::find("h200").unwrap().facts;
+        let no_launch = DeviceFacts {
+            max_cluster_size: 0,
+            ..h200
+        };
+        let o = RecurrenceOccupancy::of(&no_launch, &nominal);
+        assert_eq!(
+            size(&no_launch, &o, 1),
+            Err(ClusterRefusal::NoClusterLaunch)
+        );
+        assert_eq!(kinds(&no_launch, &o, 1), Ok(RecurrenceKind::Resident));
+        // A largest cluster below every size built.
+        let one = DeviceFacts {
+            max_cluster_size: 1,
+            ..h200
+        };
+        let o = RecurrenceOccupancy::of(&one, &nominal);
+        assert_eq!(
+            size(&one, &o, 1),
+            Err(ClusterRefusal::MaxClusterSize {
+                max_cluster_size: 1
+            })
+        );
+        // The driver says no cluster fits.
+        let (f, o) = h200_driver(Some(0), Some(0));
+        let e = size(&f, &o, 1).unwrap_err();
+        assert!(matches!(
+            e,
+            ClusterRefusal::NoCapacity {
+                source: CapacitySource::Driver,
+                ..
+            }
+        ));
+        let d = choose_recurrence(&f, &o, 1).unwrap();
+        assert_eq!(d.choice, RecurrenceKind::Resident);
+        assert!(
+            d.reason
+                .to_string()
+                .ends_with("not cluster: the driver says 0 clusters of 2 or 4 CTAs fit"),
+            "{}",
+            d.reason
+        );
+        // Kernels too big for an SM: the estimate says none fits.
+        let mut big = nominal;
+        big.cluster2.registers_per_thread = 256;
+        big.cluster4.registers_per_thread = 256;
+        let o = RecurrenceOccupancy::of(&h200, &big);
+        assert_eq!(
+            size(&h200, &o, 1),
+            Err(ClusterRefusal::NoCapacity {
+                source: CapacitySource::Estimate,
+                limited_by: Limit::PerBlockLimit
+            })
+        );
+        // An Ada device without resident or cooperative kernels: no plan at all.
+        let o = RecurrenceOccupancy {
+            wide: NO_RESIDENT,
+            tiled: NO_RESIDENT,
+            resident: NO_RESIDENT,
+            resident_shared_bytes: 134_144,
+            clusters: NO_CLUSTERS,
+        };
+        assert!(matches!(
+            kinds(&device(128, true), &o, 1),
+            Err(CoreError::NoPlan { .. })
+        ));
+    }
+
+    #[test]
+    fn one_cluster_size_alone_runs_at_every_batch() {
+        // Only 4-CTA clusters: in waves beyond one.
+        let (f, o) = h200_driver(Some(0), Some(62));
+        for batch in [1, 31, 32, 1024] {
+            assert_eq!(size(&f, &o, batch), Ok(4), "batch {batch}");
+        }
+        let line = choose_cluster_size(&f, &o, 64).unwrap().reason.to_string();
+        assert!(line.contains("3 waves; no 2-CTA cluster fits"), "{line}");
+        // Only 2-CTA clusters, even where 4 would fit one wave.
+        let (f, o) = h200_driver(Some(66), Some(0));
+        for batch in [0, 1, 31, 32, 1024] {
+            assert_eq!(size(&f, &o, batch), Ok(2), "batch {batch}");
+        }
+        let line = choose_cluster_size(&f, &o, 1).unwrap().reason.to_string();
+        assert!(line.ends_with("no 4-CTA cluster fits"), "{line}");
+        // A device whose largest cluster is 2.
+        let two = DeviceFacts {
+            max_cluster_size: 2,
+            ..table::find("h200").unwrap().facts
+        };
+        let o = RecurrenceOccupancy::of(&two, &KernelResources::nominal());
+        assert_eq!(size(&two, &o, 1), Ok(2));
+    }
+
+    #[test]
+    fn forced_clusters_are_checked() {
+        let nominal = KernelResources::nominal();
+        let h200 = table::find("h200").unwrap().facts;
+        let o = RecurrenceOccupancy::of(&h200, &nominal);
+        assert_eq!(
+            check_forced_recurrence(&h200, &o, RecurrenceKind::Cluster).unwrap(),
+            Decision {
+                choice: RecurrenceKind::Cluster,
+                reason: Reason::ForcedRecurrence(RecurrenceKind::Cluster)
+            }
+        );
+        for size in [2, 4] {
+            let d = check_forced_cluster_size(&h200, &o, size).unwrap();
+            assert_eq!(d.choice, size);
+            assert_eq!(
+                d.reason,
+                Reason::ForcedClusterSize {
+                    cluster_size: size,
+                    capacity: 66,
+                    source: CapacitySource::Estimate
+                }
+            );
+        }
+        let refused =
+            |f: &DeviceFacts, o: &RecurrenceOccupancy, size| match check_forced_cluster_size(
+                f, o, size,
+            ) {
+                Err(CoreError::ForcedChoice { what, reason }) => {
+                    assert_eq!(what, "cluster size");
+                    reason
+                }
+                other => panic!("size {size}: {other:?}"),
+            };
+        for size in [0, 1, 3, 8] {
+            assert!(refused(&h200, &o, size).contains("not a cluster size built"));
+        }
+        let two = DeviceFacts {
+            max_cluster_size: 2,
+            ..h200
+        };
+        assert!(refused(&two, &RecurrenceOccupancy::of(&two, &nominal), 4).contains("largest"));
+        let (f, o0) = h200_driver(Some(66), Some(0));
+        assert!(refused(&f, &o0, 4).contains("no cluster of this size"));
+        assert_eq!(check_forced_cluster_size(&f, &o0, 2).unwrap().choice, 2);
+        // Devices without clusters refuse the kind.
+        let a100 = table::find("a100").unwrap().facts;
+        let oa = RecurrenceOccupancy::of(&a100, &nominal);
+        assert!(refused(&a100, &oa, 2).contains("9.0"));
+        assert_eq!(
+            check_forced_recurrence(&a100, &oa, RecurrenceKind::Cluster),
+            Err(CoreError::ForcedChoice {
+                what: "cluster recurrence",
+                reason: "thread-block clusters need compute capability 9.0 or newer"
+            })
+        );
+        let (f, none) = h200_driver(Some(0), Some(0));
+        assert_eq!(
+            check_forced_recurrence(&f, &none, RecurrenceKind::Cluster),
+            Err(CoreError::ForcedChoice {
+                what: "cluster recurrence",
+                reason: "the driver says 0 clusters fit"
+            })
         );
     }
 }

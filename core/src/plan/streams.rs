@@ -8,13 +8,19 @@ use super::{Decision, Reason};
 ///
 /// A cooperative schedule runs both directions at once only when both directions' launches
 /// fit the joint co-resident capacity together (decided by the schedule, reported here); the
-/// resident recurrence's single grid holds both directions.
+/// resident and cluster recurrences' single grid holds both directions.
 pub fn choose_streams(schedule: &RecurrenceSchedule, co_resident_blocks: usize) -> Decision<bool> {
     match schedule {
         RecurrenceSchedule::Resident { grid_blocks } => Decision {
             choice: true,
             reason: Reason::ResidentOneGrid {
                 blocks: *grid_blocks,
+            },
+        },
+        RecurrenceSchedule::Cluster(s) => Decision {
+            choice: true,
+            reason: Reason::ClusterOneGrid {
+                blocks: s.grid_blocks,
             },
         },
         RecurrenceSchedule::Cooperative(s) => {

@@ -20,7 +20,7 @@ fn query(facts: DeviceFacts) -> MockDeviceQuery {
 fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources, plan: &Plan) {
     let ctx = format!("{name} batch {} {}", plan.batch, plan.math);
     let kind = plan.recurrence.choice;
-    let usage = resources.recurrence(kind);
+    let usage = plan.recurrence_usage(resources);
 
     // The recurrence kernel fits an SM, within the opt-in shared memory limit.
     assert_eq!(
@@ -33,13 +33,83 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
         usage.shared_bytes().unwrap() <= facts.shared_bytes_per_block_optin,
         "{ctx}"
     );
-    assert_eq!(
-        plan.co_resident_blocks,
-        plan.recurrence_occupancy.blocks_per_sm as usize * facts.sm_count as usize,
-        "{ctx}"
-    );
+    if kind != RecurrenceKind::Cluster {
+        assert_eq!(
+            plan.co_resident_blocks,
+            plan.recurrence_occupancy.blocks_per_sm as usize * facts.sm_count as usize,
+            "{ctx}"
+        );
+    }
 
     match plan.schedule.choice {
+        RecurrenceSchedule::Cluster(s) => {
+            assert_eq!(kind, RecurrenceKind::Cluster, "{ctx}");
+            assert!(!kind.is_cooperative());
+            assert_eq!(plan.cluster_schedule(), Some(&s), "{ctx}");
+            assert!(facts.compute_capability >= (9, 0), "{ctx}");
+            assert!(
+                crate::geometry::CLUSTER_SIZES.contains(&s.cluster_size),
+                "{ctx}"
+            );
+            assert!(s.cluster_size <= facts.max_cluster_size as usize, "{ctx}");
+            assert_eq!(usage, resources.cluster(s.cluster_size).unwrap(), "{ctx}");
+            let capacity = cluster_capacity(facts, resources, s.cluster_size);
+            assert!(capacity > 0, "{ctx}");
+            assert_eq!(plan.co_resident_blocks, capacity * s.cluster_size, "{ctx}");
+            let w = s.windows_per_cluster;
+            assert!(
+                w == 1 || (w == CLUSTER_MAX_WINDOWS && s.cluster_size == CLUSTER_MULTI_WINDOW_SIZE),
+                "{ctx}"
+            );
+            let clusters = 2 * plan.batch.div_ceil(w);
+            assert_eq!(s.grid_blocks, clusters * s.cluster_size, "{ctx}");
+            assert_eq!(s.clusters(), clusters, "{ctx}");
+            // Waves: every cluster runs in one, no wave is empty, none holds more than fit.
+            assert!(s.clusters_per_wave <= capacity, "{ctx}");
+            assert!(s.waves * s.clusters_per_wave >= s.clusters(), "{ctx}");
+            assert!(
+                s.waves == 0 || (s.waves - 1) * capacity < s.clusters(),
+                "{ctx}"
+            );
+            // The rules (not forced): 4 while each CTA of all 2 * batch clusters of 4 has an SM
+            // of its own, else 2; two windows per 2-CTA cluster once one-window clusters need
+            // more than one wave.
+            if plan.recurrence.reason != Reason::ForcedRecurrence(kind)
+                && !matches!(plan.recurrence.reason, Reason::ForcedClusterSize { .. })
+            {
+                let four = cluster_capacity(facts, resources, 4);
+                let per_sm = crate::occupancy::blocks_per_sm(facts, &resources.cluster4)
+                    .blocks_per_sm
+                    .max(1) as usize;
+                let two = cluster_capacity(facts, resources, 2);
+                let want = if four > 0 && 2 * plan.batch <= four / per_sm || two == 0 {
+                    4
+                } else {
+                    2
+                };
+                assert_eq!(s.cluster_size, want, "{ctx}");
+                let want_windows = if s.cluster_size == 2 && 2 * plan.batch > two {
+                    2
+                } else {
+                    1
+                };
+                assert_eq!(w, want_windows, "{ctx}");
+            }
+            // Every (window, direction) exactly once.
+            let mut covered = vec![[0u8; 2]; plan.batch];
+            for c in 0..s.clusters() {
+                let (first, d) = s.window_direction(c).unwrap();
+                for c in covered.iter_mut().skip(first).take(w) {
+                    c[d] += 1;
+                }
+            }
+            assert_eq!(s.window_direction(s.clusters()), None, "{ctx}");
+            assert!(
+                covered.iter().all(|c| *c == [1, 1]),
+                "{ctx}: windows not covered once"
+            );
+            assert!(plan.concurrent_directions.choice, "{ctx}");
+        }
         RecurrenceSchedule::Resident { grid_blocks } => {
             assert_eq!(kind, RecurrenceKind::Resident, "{ctx}");
             assert_eq!(grid_blocks, 2 * plan.batch, "{ctx}");
@@ -91,8 +161,9 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
         }
     }
 
-    // Projection: fits an SM and the opt-in limit; TF32 only in TF32 mode where allowed;
-    // FP32 tile by rows.
+    // Projection: fits an SM and the opt-in limit; TF32 only in TF32 mode where allowed; else
+    // 3xTF32 at every batch where listed (so a window's bits never depend on the batch); else
+    // the FP32 SIMT tile by rows.
     let tile = plan.projection.choice;
     let proj = resources.projection(tile);
     assert!(plan.projection_occupancy.blocks_per_sm >= 1, "{ctx}");
@@ -103,6 +174,11 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
     let rows = plan.batch * plan.frames;
     match (plan.math, tf32_allowed_here(facts)) {
         (MathMode::Tf32, true) => assert_eq!(tile, ProjectionTile::Tf32, "{ctx}"),
+        _ if projection::TF32X3_ARCHITECTURES.contains(&facts.compute_capability) => {
+            if plan.projection.reason != Reason::ForcedProjection(tile) {
+                assert_eq!(tile, ProjectionTile::Tf32x3, "{ctx}");
+            }
+        }
         _ => {
             let want = if rows < LARGE_TILE_MIN_ROWS
                 || projection::SMALL_TILE_ARCHITECTURES.contains(&facts.compute_capability)
@@ -156,6 +232,9 @@ fn plans_are_deterministic_and_batch_zero_is_empty() {
         match empty.schedule.choice {
             RecurrenceSchedule::Resident { grid_blocks } => assert_eq!(grid_blocks, 0),
             RecurrenceSchedule::Cooperative(s) => assert_eq!(s.launches_per_direction(), 0),
+            RecurrenceSchedule::Cluster(s) => {
+                assert_eq!((s.grid_blocks, s.clusters_per_wave, s.waves), (0, 0, 0));
+            }
         }
     }
 }
@@ -171,26 +250,47 @@ fn h200_at_batch_32_explains_itself() {
         MathMode::Fp32,
     )
     .unwrap();
-    assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
-    assert_eq!(p.resident_grid_blocks(), Some(64));
+    // Nominal resources: 64 four-CTA clusters would share SMs (one CTA per SM for 33 of them by
+    // core's estimate), so 2-CTA clusters, all 64 in one wave of the estimated 66.
+    assert_eq!(p.recurrence.choice, RecurrenceKind::Cluster);
+    assert_eq!(
+        p.cluster_schedule(),
+        Some(&ClusterSchedule {
+            cluster_size: 2,
+            windows_per_cluster: 1,
+            grid_blocks: 128,
+            clusters_per_wave: 64,
+            waves: 1
+        })
+    );
+    assert_eq!(p.resident_grid_blocks(), None);
     assert_eq!(p.co_resident_blocks, 132);
-    // Measured on the H200: the 64x64 tile at every batch.
-    assert_eq!(p.projection.choice, ProjectionTile::Small64);
+    // Listed for the H200 (pending its measurement): 3xTF32 at every batch.
+    assert_eq!(p.projection.choice, ProjectionTile::Tf32x3);
     let lines: Vec<_> = p.explain().iter().map(ToString::to_string).collect();
     assert!(
-        lines[0]
-            .starts_with("recurrence: resident: 1 block/SM fits (134144 B shared with half of R"),
+        lines[0].starts_with(
+            "recurrence: cluster: 2-CTA clusters, 64 clusters (one per window and direction), 66 \
+             co-resident (estimate, an upper bound), 1 wave; 64 4-CTA clusters would share SMs"
+        ),
         "{}",
         lines[0]
     );
     assert!(
-        lines[1].starts_with("schedule: resident: one grid of 64 blocks"),
+        lines[1].starts_with(
+            "schedule: cluster: one grid of 128 CTAs in clusters of 2, one window per cluster (all \
+             64 fit one wave of 66); 64 clusters per wave, 1 wave (estimate, an upper bound), not \
+             cooperative"
+        ),
         "{}",
         lines[1]
     );
-    assert!(lines[2].starts_with("streams: concurrent"), "{}", lines[2]);
+    assert_eq!(
+        lines[2],
+        "streams: concurrent: one cluster grid of 128 CTAs holds both directions"
+    );
     assert!(
-        lines[3].starts_with("projection: fp32 64x64: 18848 rows; on 9.0"),
+        lines[3].starts_with("projection: 3xtf32 128x256: FP32-accurate"),
         "{}",
         lines[3]
     );
@@ -227,13 +327,19 @@ fn rtx4090_switches_from_wide_to_tiled_at_9() {
 fn device_without_cooperative_launch() {
     let r = KernelResources::nominal();
     let shape = StackShape::pyannote();
-    // The resident kernel needs none.
+    // The cluster and resident kernels need none.
     let h200 = DeviceFacts {
         cooperative_launch: false,
         ..table::find("h200").unwrap().facts
     };
     for batch in BATCHES {
         let p = select_on(&query(h200), &r, &shape, batch, MathMode::Fp32).unwrap();
+        assert_eq!(p.recurrence.choice, RecurrenceKind::Cluster);
+        let no_clusters = DeviceFacts {
+            max_cluster_size: 0,
+            ..h200
+        };
+        let p = select_on(&query(no_clusters), &r, &shape, batch, MathMode::Fp32).unwrap();
         assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
     }
     // Without a resident kernel there is no plan, and the error says it is unsupported.
@@ -254,6 +360,7 @@ fn devices_with_one_or_two_sms() {
         // Resident devices plan at any batch (the grid runs in waves).
         let h = DeviceFacts {
             sm_count: sms,
+            max_cluster_size: 0,
             ..table::find("h200").unwrap().facts
         };
         for batch in BATCHES {
@@ -269,6 +376,24 @@ fn devices_with_one_or_two_sms() {
         };
         let e = select_on(&query(a), &r, &shape, 32, MathMode::Fp32).unwrap_err();
         assert!(matches!(e, CoreError::NoPlan { .. }), "{e}");
+        // Cluster devices: one SM holds no cluster (estimate: 1 CTA of 2, 2 CTAs of 4 per SM),
+        // two SMs hold one cluster of either size, but 4-CTA clusters would share the SMs:
+        // 2-CTA clusters, one per wave, two windows each from batch 1 on (2 clusters > 1).
+        let c = DeviceFacts {
+            sm_count: sms,
+            ..table::find("h200").unwrap().facts
+        };
+        for batch in BATCHES {
+            let p = select_on(&query(c), &r, &shape, batch, MathMode::Fp32).unwrap();
+            check_invariants("h200-small-clusters", &c, &r, &p);
+            match p.cluster_schedule() {
+                None => assert_eq!(sms, 1),
+                Some(s) => assert_eq!(
+                    (sms, s.cluster_size, s.clusters_per_wave, s.waves),
+                    (2, 2, 1, 2 * batch.div_ceil(2))
+                ),
+            }
+        }
     }
     // 4 SMs (8 co-resident): tiled tiles fit, wide ones do not, so batch 1 runs tiled.
     let a4 = DeviceFacts {
@@ -424,6 +549,8 @@ fn overrides_force_checked_choices() {
                 Overrides {
                     recurrence: Some(kind),
                     projection: None,
+                    cluster_size: None,
+                    cluster_windows: None,
                 },
             )
             .unwrap();
@@ -440,6 +567,8 @@ fn overrides_force_checked_choices() {
         Overrides {
             recurrence: Some(RecurrenceKind::Resident),
             projection: None,
+            cluster_size: None,
+            cluster_windows: None,
         },
     )
     .unwrap_err();
@@ -458,6 +587,8 @@ fn overrides_force_checked_choices() {
     let tf32 = Overrides {
         recurrence: None,
         projection: Some(ProjectionTile::Tf32),
+        cluster_size: None,
+        cluster_windows: None,
     };
     assert!(matches!(
         force(&h200, 32, MathMode::Fp32, tf32),
@@ -468,10 +599,28 @@ fn overrides_force_checked_choices() {
         force(&t4, 32, MathMode::Tf32, tf32),
         Err(CoreError::ForcedChoice { .. })
     ));
+    // 3xTF32 runs in either math mode, but not on Turing.
+    let tf32x3 = Overrides {
+        projection: Some(ProjectionTile::Tf32x3),
+        ..Overrides::default()
+    };
+    for math in [MathMode::Fp32, MathMode::Tf32] {
+        let p = force(&h200, 32, math, tf32x3).unwrap();
+        assert_eq!(
+            p.projection.reason,
+            Reason::ForcedProjection(ProjectionTile::Tf32x3)
+        );
+    }
+    assert!(matches!(
+        force(&t4, 32, MathMode::Fp32, tf32x3),
+        Err(CoreError::ForcedChoice { .. })
+    ));
     // Forced small tiles at a large batch.
     let small = Overrides {
         recurrence: None,
         projection: Some(ProjectionTile::Small64),
+        cluster_size: None,
+        cluster_windows: None,
     };
     let p = force(&h200, 1024, MathMode::Fp32, small).unwrap();
     assert_eq!(p.projection.choice, ProjectionTile::Small64);
@@ -487,6 +636,8 @@ fn overrides_force_checked_choices() {
     let wide = Overrides {
         recurrence: Some(RecurrenceKind::Wide),
         projection: None,
+        cluster_size: None,
+        cluster_windows: None,
     };
     assert!(matches!(
         force(&no_coop, 1, MathMode::Fp32, wide),
@@ -497,10 +648,13 @@ fn overrides_force_checked_choices() {
 #[test]
 fn real_kernel_figures_change_the_plan() {
     // If the compiled resident kernel (256 threads) needed 256 registers it could not launch
-    // (255 per thread at most): the H200 then plans tiled.
+    // (255 per thread at most): an H200 without cluster launch then plans tiled.
     let mut r = KernelResources::nominal();
     r.resident.registers_per_thread = 256;
-    let h200 = table::find("h200").unwrap().facts;
+    let h200 = DeviceFacts {
+        max_cluster_size: 0,
+        ..table::find("h200").unwrap().facts
+    };
     let p = select(&h200, &r, &StackShape::pyannote(), 32, MathMode::Fp32).unwrap();
     assert_eq!(p.recurrence.choice, RecurrenceKind::Tiled);
     assert_eq!(
@@ -508,7 +662,238 @@ fn real_kernel_figures_change_the_plan() {
         Reason::ByBatch {
             chosen: RecurrenceKind::Tiled,
             batch: 32,
-            resident_limit: crate::occupancy::Limit::PerBlockLimit
+            resident_limit: crate::occupancy::Limit::PerBlockLimit,
+            no_cluster: ClusterRefusal::NoClusterLaunch,
+        }
+    );
+}
+
+#[test]
+fn h200_with_the_drivers_cluster_capacity_runs_2_cta_clusters_at_batch_32() {
+    // The H200 driver's query (bench/NOTES.md, cluster harness): 66 two-CTA and 62 four-CTA
+    // clusters co-resident (31 with an SM per CTA), so batch 16 to 33 takes 2-CTA clusters in
+    // one wave and from 34 two windows per 2-CTA cluster.
+    let h200 = table::find("h200").unwrap().facts;
+    let r = KernelResources {
+        max_active_clusters: [Some(66), Some(62)],
+        ..KernelResources::nominal()
+    };
+    let shape = StackShape::pyannote();
+    for (batch, size, windows, waves) in [
+        (1, 4, 1, 1),
+        (15, 4, 1, 1),
+        (16, 2, 1, 1),
+        (31, 2, 1, 1),
+        (32, 2, 1, 1),
+        (33, 2, 1, 1),
+        (34, 2, 2, 1),
+        (64, 2, 2, 1),
+        (66, 2, 2, 1),
+        (67, 2, 2, 2),
+        (1024, 2, 2, 16),
+    ] {
+        let p = select_on(&query(h200), &r, &shape, batch, MathMode::Fp32).unwrap();
+        let s = *p.cluster_schedule().unwrap();
+        assert_eq!(
+            (s.cluster_size, s.windows_per_cluster, s.waves),
+            (size, windows, waves),
+            "batch {batch}"
+        );
+        assert_eq!(
+            p.co_resident_blocks,
+            if size == 4 { 248 } else { 132 },
+            "batch {batch}"
+        );
+        check_invariants("h200-driver", &h200, &r, &p);
+    }
+    let p = select(&h200, &r, &shape, 32, MathMode::Fp32).unwrap();
+    let line = p.explain()[0].to_string();
+    assert!(
+        line.starts_with("recurrence: cluster: 2-CTA clusters, 64 clusters (one per window and direction), 66 co-resident (driver), 1 wave; 64 4-CTA clusters would share SMs (one CTA per SM up to 31"),
+        "{line}"
+    );
+    // The driver says no cluster fits: the resident kernel, saying why.
+    let none = KernelResources {
+        max_active_clusters: [Some(0), Some(0)],
+        ..r
+    };
+    let p = select(&h200, &none, &shape, 32, MathMode::Fp32).unwrap();
+    assert_eq!(p.resident_grid_blocks(), Some(64));
+    assert!(
+        p.recurrence
+            .reason
+            .to_string()
+            .ends_with("not cluster: the driver says 0 clusters of 2 or 4 CTAs fit"),
+        "{}",
+        p.recurrence.reason
+    );
+}
+
+#[test]
+fn a_9_0_device_without_cluster_launch_runs_the_old_rules() {
+    let r = KernelResources::nominal();
+    let shape = StackShape::pyannote();
+    let no_clusters = DeviceFacts {
+        max_cluster_size: 0,
+        ..table::find("h200").unwrap().facts
+    };
+    for batch in BATCHES {
+        for math in MathMode::ALL {
+            let p = select_on(&query(no_clusters), &r, &shape, batch, math).unwrap();
+            assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
+            assert_eq!(p.resident_grid_blocks(), Some(2 * batch));
+            assert_eq!(p.co_resident_blocks, 132);
+            assert!(
+                p.recurrence
+                    .reason
+                    .to_string()
+                    .ends_with("not cluster: the device reports no cluster launch"),
+                "{}",
+                p.recurrence.reason
+            );
+            check_invariants("h200-no-clusters", &no_clusters, &r, &p);
+        }
+    }
+    // Forcing the cluster kind or a size there is refused.
+    let forced = Overrides {
+        recurrence: Some(RecurrenceKind::Cluster),
+        ..Overrides::default()
+    };
+    assert_eq!(
+        select_with(&no_clusters, &r, &shape, 1, MathMode::Fp32, &forced),
+        Err(CoreError::ForcedChoice {
+            what: "cluster recurrence",
+            reason: "the device reports no cluster launch"
+        })
+    );
+}
+
+#[test]
+fn forced_cluster_sizes_are_checked() {
+    let r = KernelResources::nominal();
+    let shape = StackShape::pyannote();
+    let h200 = table::find("h200").unwrap().facts;
+    let force = |facts: &DeviceFacts, batch, overrides: Overrides| {
+        select_with(facts, &r, &shape, batch, MathMode::Fp32, &overrides)
+    };
+    // A size with the cluster kind forced, or with the rules choosing it.
+    for recurrence in [Some(RecurrenceKind::Cluster), None] {
+        for size in [2, 4] {
+            for batch in BATCHES {
+                let p = force(
+                    &h200,
+                    batch,
+                    Overrides {
+                        recurrence,
+                        cluster_size: Some(size),
+                        cluster_windows: None,
+                        projection: None,
+                    },
+                )
+                .unwrap();
+                assert_eq!(p.cluster_schedule().unwrap().cluster_size, size);
+                assert!(matches!(
+                    p.recurrence.reason,
+                    Reason::ForcedClusterSize { cluster_size, .. } if cluster_size == size
+                ));
+                check_invariants("h200-forced-size", &h200, &r, &p);
+            }
+        }
+    }
+    // Forced kind without a size: the size rule.
+    let p = force(
+        &h200,
+        1,
+        ForcedRecurrence::parse("cluster")
+            .unwrap()
+            .apply(Overrides::default()),
+    )
+    .unwrap();
+    assert_eq!(p.cluster_schedule().unwrap().cluster_size, 4);
+    assert_eq!(
+        p.recurrence.reason,
+        Reason::ForcedRecurrence(RecurrenceKind::Cluster)
+    );
+    // A size without the cluster kind, a size not built, a device without clusters.
+    let refused = |facts: &DeviceFacts, overrides: Overrides| match force(facts, 8, overrides) {
+        Err(e @ CoreError::ForcedChoice { .. }) => {
+            assert_eq!(e.kind(), ErrorKind::Unsupported);
+            e.to_string()
+        }
+        other => panic!("{overrides:?}: {other:?}"),
+    };
+    let resident2 = Overrides {
+        recurrence: Some(RecurrenceKind::Resident),
+        cluster_size: Some(2),
+        cluster_windows: None,
+        projection: None,
+    };
+    assert!(refused(&h200, resident2).contains("needs the cluster recurrence"));
+    let three = Overrides {
+        cluster_size: Some(3),
+        cluster_windows: None,
+        ..Overrides::default()
+    };
+    assert!(refused(&h200, three).contains("not a cluster size built"));
+    let a100 = table::find("a100").unwrap().facts;
+    let two = Overrides {
+        cluster_size: Some(2),
+        cluster_windows: None,
+        ..Overrides::default()
+    };
+    // On the A100 the rules choose resident, so a bare size is refused as such.
+    assert!(refused(&a100, two).contains("needs the cluster recurrence"));
+    let cluster2 = ForcedRecurrence::parse("cluster2")
+        .unwrap()
+        .apply(Overrides::default());
+    assert!(refused(&a100, cluster2).contains("9.0"));
+    let small = DeviceFacts {
+        max_cluster_size: 2,
+        ..h200
+    };
+    let cluster4 = ForcedRecurrence::parse("CLUSTER4")
+        .unwrap()
+        .apply(Overrides::default());
+    assert!(refused(&small, cluster4).contains("largest cluster"));
+}
+
+#[test]
+fn forced_recurrence_names_round_trip() {
+    for name in ForcedRecurrence::NAMES {
+        let f = ForcedRecurrence::parse(name).unwrap();
+        assert_eq!(f.to_string(), name);
+        assert_eq!(ForcedRecurrence::parse(&name.to_uppercase()), Some(f));
+    }
+    for kind in RecurrenceKind::ALL {
+        assert_eq!(RecurrenceKind::parse(&kind.to_string()), Some(kind));
+        assert!(ForcedRecurrence::NAMES.contains(&kind.name()));
+    }
+    assert_eq!(RecurrenceKind::Cluster.to_string(), "cluster");
+    assert!(!RecurrenceKind::Cluster.is_cooperative());
+    for bad in [
+        "",
+        "cluster3",
+        "cluster8",
+        "clusterx",
+        "cluster-2",
+        "clu",
+        "residentx",
+    ] {
+        assert_eq!(ForcedRecurrence::parse(bad), None, "{bad:?}");
+    }
+    let o = ForcedRecurrence::parse("auto").unwrap().apply(Overrides {
+        recurrence: Some(RecurrenceKind::Wide),
+        cluster_size: Some(2),
+        cluster_windows: None,
+        projection: Some(ProjectionTile::Small64),
+    });
+    assert_eq!(
+        o,
+        Overrides {
+            recurrence: None,
+            cluster_size: None,
+            cluster_windows: None,
+            projection: Some(ProjectionTile::Small64)
         }
     );
 }

@@ -62,3 +62,65 @@ pub fn value(seed: u64) -> f32 {
     let unit = (z >> 40) as f32 / (1u64 << 24) as f32;
     (unit - 0.5) * 2.0f32.powi((z % 23) as i32 - 11)
 }
+
+/// Threads per block (`BILSTM_BLOCK_THREADS`).
+pub const BLOCK_THREADS: usize = 256;
+
+/// Hidden units (`BILSTM_HIDDEN`).
+pub const HIDDEN: usize = 128;
+
+/// `bl_exchange_words_per_thread<WINDOWS>` (`exchange.cuh`): words each thread of a load phase
+/// over `windows` windows reads.
+pub fn exchange_words_per_thread(windows: usize) -> usize {
+    (windows * HIDDEN).div_ceil(BLOCK_THREADS)
+}
+
+/// `bl_exchange_element<WINDOWS, UPB>` (`exchange.cuh`): element `e` of a load phase over
+/// `windows` windows of producers owning `upb` units each, as (producer, window, unit), and its
+/// word offset from the slot base for producer stride `block_stride`; `None` past the
+/// `windows * HIDDEN` elements.
+pub fn exchange_element(
+    e: usize,
+    windows: usize,
+    upb: usize,
+    block_stride: usize,
+) -> Option<((usize, usize, usize), usize)> {
+    if e >= windows * HIDDEN {
+        return None;
+    }
+    let (producer, window, unit) = (e / (windows * upb), (e / upb) % windows, e % upb);
+    Some((
+        (producer, window, unit),
+        producer * block_stride + window * upb + unit,
+    ))
+}
+
+/// Replays `bl_exchange_issue` + `bl_exchange_await` for one thread whose word `i` carries the
+/// wanted flag from poll `ready_at[i]` on (0: already at the first load): returns the value
+/// staged for each word and the passes the await loop made. The values are the words' own
+/// (here: `i` as f32), so only the waiting differs from a word-by-word wait.
+pub fn repoll(ready_at: &[usize]) -> (Vec<f32>, usize) {
+    // polls[i]: how many times word i has been loaded so far (the issue is the first).
+    let mut polls = vec![1usize; ready_at.len()];
+    let mut pending: Vec<bool> = vec![true; ready_at.len()];
+    let mut staged = vec![f32::NAN; ready_at.len()];
+    let mut passes = 0;
+    loop {
+        for i in 0..ready_at.len() {
+            // The load that returned is poll number polls[i] - 1 (0-based).
+            if pending[i] && polls[i] > ready_at[i] {
+                staged[i] = i as f32;
+                pending[i] = false;
+            }
+        }
+        if pending.iter().all(|p| !p) {
+            return (staged, passes);
+        }
+        passes += 1;
+        for i in 0..ready_at.len() {
+            if pending[i] {
+                polls[i] += 1;
+            }
+        }
+    }
+}

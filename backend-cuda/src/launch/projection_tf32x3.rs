@@ -1,0 +1,192 @@
+//! Launch of `bilstm_projection_tf32x3` (kernels/cuda/projection_tf32x3.cu): the input
+//! projection of both directions of one layer at FP32 accuracy on TF32 tensor cores ("3xTF32").
+//!
+//! The arguments are the FP32 SIMT projection's [`ProjectionArgs`] unchanged (the packed K-major
+//! FP32 weights, `PackedOffsets::input_kmajor`): the kernel splits both operands itself. [`check`]
+//! turns them into the kernel's parameters and launch configuration, refusing anything the launch
+//! contract forbids; it needs no GPU, so its refusals are unit-tested here. The kernel's 57,856
+//! bytes of dynamic shared memory exceed the 48 KiB a function may use by default: `Kernels::load`
+//! raises the function's limit (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, from
+//! `device::launch_shape`) once.
+
+use bilstm_core::geometry::{GATE_ROWS, PROJ_TF32_TILE_COLS, PROJ_TF32_TILE_ROWS};
+use bilstm_core::plan::TENSOR_CORE_MIN_COMPUTE_CAPABILITY;
+use bilstm_kernels::params::ProjectionParams;
+use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
+
+use super::projection::{IoAlignment, ProjectionArgs, check_io};
+use super::{KernelArg, LaunchMode, launch_kernel, require};
+use crate::error::CudaError;
+
+/// The kernel's entry point.
+pub(crate) const KERNEL: &str = "bilstm_projection_tf32x3";
+
+/// Checks `args` against the launch contract on a device of `compute_capability` and returns
+/// the kernel's parameters and launch configuration.
+///
+/// # Errors
+/// [`CudaError::Unsupported`] below compute capability 8.0; [`CudaError::Contract`] when a
+/// buffer is shorter than the kernel touches or misaligned, a size is zero or overflows, or the
+/// grid is too large.
+pub(crate) fn check(
+    compute_capability: (u32, u32),
+    args: &ProjectionArgs,
+) -> Result<(KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
+    let kernel = KERNEL;
+    if compute_capability < TENSOR_CORE_MIN_COMPUTE_CAPABILITY {
+        return Err(CudaError::Unsupported {
+            what: "the 3xTF32 projection tile",
+            reason: format!(
+                "compute capability {}.{} has no TF32 tensor cores (8.0 or later)",
+                compute_capability.0, compute_capability.1
+            ),
+        });
+    }
+    // Weights are read as 16-byte cp.async chunks (rows of 512 floats, so every chunk stays
+    // aligned), the output stored as float2.
+    let align = IoAlignment {
+        weights_bytes: 16,
+        stride_floats: 2,
+        out_bytes: 8,
+    };
+    let (rows, in_width) = check_io(kernel, args, align)?;
+    let row_tiles = args.rows.div_ceil(PROJ_TF32_TILE_ROWS);
+    require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
+    let params = KernelArg(ProjectionParams {
+        x: args.x.addr,
+        weights: [args.weights[0].addr, args.weights[1].addr],
+        out: args.out.addr,
+        out_direction_stride: args.direction_stride as u64,
+        rows,
+        in_width,
+    });
+    let cfg = LaunchConfig {
+        grid_dim: (
+            row_tiles as u32,
+            (GATE_ROWS / PROJ_TF32_TILE_COLS) as u32,
+            2,
+        ),
+        block_dim: (bilstm_kernels::PROJECTION_TF32X3.block_threads, 1, 1),
+        shared_mem_bytes: bilstm_kernels::PROJECTION_TF32X3.dynamic_shared_bytes,
+    };
+    Ok((params, cfg))
+}
+
+/// Launches the 3xTF32 projection of both directions of one layer on `stream`.
+///
+/// `func` must be `bilstm_projection_tf32x3`, loaded for this device with its dynamic shared
+/// limit raised to `PROJ_TF32X3_SHARED_BYTES` (as `Kernels::load` does); `compute_capability`
+/// is the device's.
+///
+/// # Errors
+/// As [`check`]; [`CudaError::Launch`] when the driver refuses the launch.
+pub(crate) fn launch(
+    func: &CudaFunction,
+    stream: &CudaStream,
+    compute_capability: (u32, u32),
+    args: &ProjectionArgs,
+) -> Result<(), CudaError> {
+    let (params, cfg) = check(compute_capability, args)?;
+    // SAFETY: `func` is bilstm_projection_tf32x3 from projection_tf32x3.cu (the backend loads it
+    // by that name; its only parameter is bl_projection_params, mirrored by
+    // `KernelArg<ProjectionParams>`, 48 bytes asserted on both sides). `check` established the
+    // launch contract: compute capability >= 8.0 (so the entry is the real kernel, not the
+    // trap); x holds rows * in_width floats and is 4-byte aligned; each direction's K-major
+    // weights hold padded_in * 512 floats from a 16-byte aligned base (only rows k < in_width
+    // are read); the output holds direction_stride + rows * 512 floats from an 8-byte aligned
+    // base, direction_stride >= rows * 512 and even; rows and in_width are positive and fit
+    // u32; the grid is (ceil(rows / 128), 512 / 256, 2) with 256-thread blocks and exactly
+    // PROJ_TF32X3_SHARED_BYTES of dynamic shared memory (which Kernels::load allowed the
+    // function; were it not, the driver refuses the launch, it does not run it). The output
+    // (the backend's projection buffer) is distinct from the input and the weights, and stream
+    // order finishes the previous readers of the output before this kernel runs.
+    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Ordinary) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::Span;
+    use bilstm_core::layout::padded_in;
+
+    fn args(rows: usize, in_width: usize) -> ProjectionArgs {
+        let weights = padded_in(in_width) * GATE_ROWS;
+        ProjectionArgs {
+            x: Span {
+                addr: 1 << 20,
+                len: rows * in_width,
+            },
+            weights: [
+                Span {
+                    addr: 1 << 30,
+                    len: weights,
+                },
+                Span {
+                    addr: (1 << 30) + 4096 * 1024,
+                    len: weights,
+                },
+            ],
+            out: Span {
+                addr: 1 << 32,
+                len: 2 * rows * GATE_ROWS,
+            },
+            direction_stride: rows * GATE_ROWS,
+            rows,
+            in_width,
+        }
+    }
+
+    #[test]
+    fn a_valid_launch_gets_the_contract_grid() {
+        let (p, cfg) = check((9, 0), &args(589, 60)).unwrap();
+        assert_eq!(cfg.grid_dim, (5, 2, 2));
+        assert_eq!(cfg.block_dim, (256, 1, 1));
+        assert_eq!(
+            cfg.shared_mem_bytes as usize,
+            bilstm_core::geometry::PROJ_TF32X3_SHARED_BYTES
+        );
+        assert_eq!((p.0.rows, p.0.in_width), (589, 60));
+        assert_eq!(p.0.out_direction_stride, 589 * 512);
+        assert_eq!(p.0.weights, [1 << 30, (1 << 30) + 4096 * 1024]);
+        let (_, cfg) = check((8, 0), &args(128 * 3 + 1, 256)).unwrap();
+        assert_eq!(cfg.grid_dim.0, 4);
+        assert!(check((8, 6), &args(3, 61)).is_ok());
+        assert_eq!(
+            crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32x3),
+            (cfg.block_dim.0, cfg.shared_mem_bytes)
+        );
+    }
+
+    #[test]
+    fn older_devices_and_broken_contracts_are_refused() {
+        for cc in [(7, 0), (7, 5)] {
+            assert!(matches!(
+                check(cc, &args(589, 60)),
+                Err(CudaError::Unsupported { .. })
+            ));
+        }
+        let refused = |a: ProjectionArgs, what: &str| match check((9, 0), &a) {
+            Err(CudaError::Contract { what: w, .. }) => assert_eq!(w, what),
+            other => panic!("{what}: {other:?}"),
+        };
+        let mut a = args(10, 60);
+        a.rows = 0;
+        refused(a, "rows");
+        let mut a = args(10, 60);
+        a.weights[1].len -= 1;
+        refused(a, "weight values");
+        let mut a = args(10, 60);
+        a.weights[0].addr += 4;
+        refused(a, "weights alignment");
+        let mut a = args(10, 60);
+        a.direction_stride += 1;
+        a.out.len += 1;
+        refused(a, "direction stride multiple");
+        let mut a = args(10, 60);
+        a.out.addr += 4;
+        refused(a, "output alignment");
+        let mut a = args(10, 60);
+        a.x.len -= 1;
+        refused(a, "input values");
+    }
+}

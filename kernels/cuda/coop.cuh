@@ -1,0 +1,184 @@
+// coop.cuh: what the two cooperative recurrences (recurrence_wide.cu, recurrence_tiled.cu)
+// share: their parameter struct, a block's place in its tile, and the parts of a step that are
+// the same in both: the load phase of exchange.cuh with the gate-input load issued behind the
+// exchange loads, and the cell with its output store and publish.
+
+#ifndef BILSTM_HIDDEN
+#error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
+#endif
+
+// The parameters of bilstm_recurrence_wide and bilstm_recurrence_tiled, mirrored by
+// bilstm_kernels::params::RecurrenceCoopParams (104 bytes, every offset tested there).
+struct bl_recurrence_coop_params {
+    const float* proj;
+    const float* recurrent;
+    const float* bias;
+    float* out;
+    bl_u64* exchange;
+    int* error;
+    bl_u64 spin_timeout_ns;
+    bl_u32 batch;
+    bl_u32 frames;
+    bl_u32 layer;
+    bl_u32 direction;
+    // Windows per tile: 8, 16 or 32 (wide), BILSTM_TILED_WINDOWS (tiled).
+    bl_u32 tile_height;
+    bl_u32 tile_offset;
+    bl_u32 block_stride;
+    bl_u32 slot_stride;
+    bl_u32 tile_stride;
+    bl_u32 direction_stride;
+    // Test-only fault injection: the block with this blockIdx.x returns at once and never
+    // publishes (so its partners must report BL_ERROR_PARTNER_LOST); -1 in production.
+    int stall_block;
+    bl_u32 reserved;
+};
+static_assert(sizeof(bl_recurrence_coop_params) == 104,
+              "mirrors bilstm_kernels::params::RecurrenceCoopParams");
+
+// A block's place in the launch: its producer index in the tile, its tile, the windows of the
+// tile that exist (the last tile may be partial) and the exchange strides.
+struct bl_coop_block {
+    bl_u32 block;
+    bl_u32 tile;
+    bl_u32 valid_windows;
+    bl_exchange_layout layout;
+};
+
+// The place of this block, for a kernel of BLOCKS_PER_TILE blocks of UPB units per tile.
+template <int BLOCKS_PER_TILE, int UPB>
+__device__ __forceinline__ bl_coop_block bl_coop_block_of(const bl_recurrence_coop_params& p) {
+    bl_coop_block b;
+    b.block = blockIdx.x % BLOCKS_PER_TILE;
+    b.tile = p.tile_offset + blockIdx.x / BLOCKS_PER_TILE;
+    const bl_u32 first = b.tile * p.tile_height;
+    b.valid_windows = p.batch > first ? min(p.tile_height, p.batch - first) : 0u;
+    b.layout = {(bl_u32)UPB, p.block_stride, p.slot_stride, p.tile_stride, p.direction_stride};
+    return b;
+}
+
+// The frame of step `step` (direction 0 forward, 1 reverse).
+__device__ __forceinline__ bl_u32 bl_coop_frame(const bl_recurrence_coop_params& p, bl_u32 step) {
+    return p.direction == 0 ? step : p.frames - 1 - step;
+}
+
+// The gate inputs (i, f, g, o) of `unit` at projection row `row` when `valid`, else zeros.
+__device__ __forceinline__ float4 bl_coop_gate_inputs(const bl_recurrence_coop_params& p, bool valid,
+                                                      bl_u64 row, bl_u32 unit) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (valid) {
+        v = *reinterpret_cast<const float4*>(p.proj + row * BILSTM_GATE_ROWS + unit * BILSTM_GATES);
+    }
+    return v;
+}
+
+// The load phase of step `step` >= 1 over WINDOWS windows of every producer (exchange.cuh), with
+// this lane's gate inputs for the step (bl_coop_gate_inputs(p, gate_valid, row, unit)) loaded
+// after the exchange loads are issued and before they are awaited, then the step's one
+// barrier. Returns true when some thread of the block gave up: the caller must leave the kernel.
+template <int WINDOWS, int UPB, int H_STRIDE>
+__device__ __forceinline__ bool bl_coop_receive(const bl_recurrence_coop_params& p,
+                                                const bl_coop_block& b, bl_u32 step,
+                                                float (*stage)[H_STRIDE], bool gate_valid,
+                                                bl_u64 row, bl_u32 unit, float4& gates_in) {
+    const bl_u32 want = bl_exchange_flag(p.layer, p.frames, step - 1);
+    const bl_u32 slot = (step - 1) & 1u;
+    const bl_u64* base = p.exchange + bl_word_index(b.layout, p.direction, b.tile, slot, 0, 0, 0);
+    bl_u64 words[bl_exchange_words_per_thread<WINDOWS>()];
+    const bl_u32 pending = bl_exchange_issue<WINDOWS, UPB, H_STRIDE>(base, b.layout.block_stride,
+                                                                      b.valid_windows, words, stage);
+    gates_in = bl_coop_gate_inputs(p, gate_valid, row, unit);
+    const bool aborted = bl_exchange_await<WINDOWS, UPB, H_STRIDE>(
+        base, b.layout.block_stride, words, pending, want, p.spin_timeout_ns, p.error, p.layer,
+        p.direction, step, stage);
+    return __syncthreads_or(aborted) != 0;
+}
+
+// The end of a step for one cell: pre-activations (gate input + dot) + bias, the cell update
+// (state `c` in this lane's register) and, when `stores`, h written to out[row] and published
+// as (unit_in_block, window) of this block in slot step % 2.
+__device__ __forceinline__ void bl_coop_cell(const bl_recurrence_coop_params& p, const bl_coop_block& b,
+                                             bl_u32 step, bl_u64 row, bl_u32 unit,
+                                             bl_u32 unit_in_block, bl_u32 window, float4 gates_in,
+                                             float4 dots, float4 bias, float& c, bool stores) {
+    const float h = bl_lstm_cell(bl_preactivation(gates_in.x, dots.x, bias.x),
+                                 bl_preactivation(gates_in.y, dots.y, bias.y),
+                                 bl_preactivation(gates_in.z, dots.z, bias.z),
+                                 bl_preactivation(gates_in.w, dots.w, bias.w), &c);
+    if (stores) {
+        p.out[row * (2 * BILSTM_HIDDEN) + p.direction * BILSTM_HIDDEN + unit] = h;
+        bl_u64* address =
+            p.exchange + bl_word_index(b.layout, p.direction, b.tile, step & 1u, b.block, window, unit_in_block);
+        bl_st_relaxed_u64(address, bl_exchange_word(bl_exchange_flag(p.layer, p.frames, step), h));
+    }
+}
+
+// The recurrent weights of one (row, chain) pair: terms 8q .. 8q+7 of packed row `row`.
+__device__ __forceinline__ void bl_coop_chain_weights(const bl_recurrence_coop_params& p, bl_u32 row,
+                                                      int q, float (&r)[BILSTM_DOT_CHAIN_TERMS]) {
+    static_assert(BILSTM_DOT_CHAIN_TERMS == 8, "a chain is two float4 of R");
+    const float4* src = reinterpret_cast<const float4*>(p.recurrent + (bl_u64)row * BILSTM_HIDDEN +
+                                                        q * BILSTM_DOT_CHAIN_TERMS);
+    const float4 a = src[0];
+    const float4 b = src[1];
+    r[0] = a.x;
+    r[1] = a.y;
+    r[2] = a.z;
+    r[3] = a.w;
+    r[4] = b.x;
+    r[5] = b.y;
+    r[6] = b.z;
+    r[7] = b.w;
+}
+
+// Chain q's 8 values of h for `window` from the staged hidden state.
+template <int H_STRIDE>
+__device__ __forceinline__ void bl_coop_chain_h(const float (*stage)[H_STRIDE], int window, int q,
+                                                float (&h)[BILSTM_DOT_CHAIN_TERMS]) {
+    const float4* src = reinterpret_cast<const float4*>(&stage[window][q * BILSTM_DOT_CHAIN_TERMS]);
+    const float4 a = src[0];
+    const float4 b = src[1];
+    h[0] = a.x;
+    h[1] = a.y;
+    h[2] = a.z;
+    h[3] = a.w;
+    h[4] = b.x;
+    h[5] = b.y;
+    h[6] = b.z;
+    h[7] = b.w;
+}
+
+// One transpose-reduce level over the 16 chains of a half-warp, partner offset OFFSET, over N
+// windows held in v[0 .. N): keep the upper half of them when `upper`, else the lower half,
+// and add the partner's (lane ^ OFFSET) copy of it; the result is in v[0 .. N / 2). N == 1:
+// v[0] += the partner's v[0], both lanes get the sum.
+template <int N, int OFFSET, int LEN>
+__device__ __forceinline__ void bl_coop_reduce_level(float (&v)[LEN], bool upper) {
+    static_assert(N <= LEN, "the windows fit the array");
+    if constexpr (N == 1) {
+        v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], OFFSET);
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+            const float lo = v[i];
+            const float hi = v[i + N / 2];
+            const float send = upper ? lo : hi;
+            const float keep = upper ? hi : lo;
+            v[i] = keep + __shfl_xor_sync(BL_FULL_MASK, send, OFFSET);
+        }
+    }
+}
+
+// All four levels for TH windows (offsets 1, 2, 4, 8: chain bit 0 first). Level 1 adds chains
+// q and q ^ 1, level 2 those pairs, ...: exactly the fixed tree ((c0+c1)+(c2+c3))+... of
+// numerics.cuh (IEEE addition is commutative, so the order inside each + is irrelevant).
+// Afterwards lane q holds full dots for windows 2 rev4(q) + {0, 1} (TH 32), rev4(q) (16),
+// rev3(q & 7) (8; the last level adds whole halves, lanes q and q ^ 8 both hold the sum) or
+// window 0 (1: every level adds whole values, a butterfly; every lane holds the sum).
+template <int TH, int LEN>
+__device__ __forceinline__ void bl_coop_reduce_chains(float (&v)[LEN], int q) {
+    bl_coop_reduce_level<TH, 1>(v, (q & 1) != 0);
+    bl_coop_reduce_level<(TH / 2 > 1 ? TH / 2 : 1), 2>(v, (q & 2) != 0);
+    bl_coop_reduce_level<(TH / 4 > 1 ? TH / 4 : 1), 4>(v, (q & 4) != 0);
+    bl_coop_reduce_level<(TH / 8 > 1 ? TH / 8 : 1), 8>(v, (q & 8) != 0);
+}

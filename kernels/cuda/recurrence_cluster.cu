@@ -1,0 +1,453 @@
+// recurrence_cluster.cu: the Hopper cluster recurrence (compute capability 9.0 and later). One
+// thread-block cluster of S CTAs (S = 2 or 4) runs all steps of W windows (W = 1, or 2 with S = 2)
+// in one direction of one layer with that direction's whole recurrent matrix in registers, split
+// over the cluster's CTAs;
+// each new hidden value is pushed by its producer lane into every CTA of the cluster with
+// st.async, completing bytes on that CTA's mbarrier, and each warp waits on its own CTA's
+// mbarrier: no block or cluster barrier in the step loop, no global exchange, no cooperative
+// launch (DESIGN.md section 7).
+//
+// Launch contract
+// - Entries: bilstm_recurrence_cluster2 (S = 2, W = 1), bilstm_recurrence_cluster4 (S = 4,
+//   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), each (const
+//   bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each other, so
+//   clusters beyond the device's capacity run in later waves.
+// - Grid: (2 * ceil(batch / W) * S, 1, 1) with the cluster dimension (S, 1, 1) given at launch
+//   (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); cluster x = blockIdx.x / S runs windows (x / 2) W ..
+//   (x / 2) W + W - 1 that exist in direction x % 2 (both directions of a layer in one launch; a
+//   last cluster with fewer windows computes a copy of its last window in the missing slot and
+//   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
+//   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
+//   (1,040 bytes for W = 1, 2,064 for W = 2).
+// - Parameters: bl_recurrence_cluster_params (88 bytes), mirrored by
+//   bilstm_kernels::params::RecurrenceClusterParams.
+// - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
+//   floats of direction d, recurrent[d] the packed rows [BILSTM_GATE_ROWS, BILSTM_HIDDEN], bias[d]
+//   the packed combined bias, all 16-byte aligned; out holds batch * frames * 2 * BILSTM_HIDDEN
+//   floats and overlaps no input; batch >= 1, frames >= 1), plus: error points to
+//   BILSTM error words zeroed on this stream before the launch (clear.cu); compute capability
+//   9.0 or later (compiled for an older architecture the entries are a trap and must not be
+//   launched).
+// - Postconditions: as recurrence_resident.cu: for every window w < batch, direction d and step
+//   s, with frame t = s (d = 0) or frames - 1 - s (d = 1): out[(w * frames + t) * 256 + d * 128 +
+//   unit] = h_s(unit); nothing else is written, except error[0..4) when a partner is lost: a
+//   wait longer than spin_timeout_ns ends the kernel with error[0] = BL_ERROR_PARTNER_LOST and
+//   {layer, direction, step} in error[1..4) instead of a hang.
+// - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
+//   output bits equal the wide, tiled and resident kernels'; the dot-product tree is realised by
+//   the shuffle levels below.
+// - Test hook: stall_cta >= 0 names a CTA (blockIdx.x) of layer `layer` that never publishes its
+//   hidden values, so its partners must time out; -1 in production.
+// - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_CLUSTER_THREADS,
+//   BILSTM_CLUSTER_GROUP_LANES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS, BILSTM_WARP_THREADS.
+//
+// Thread mapping (S CTAs of 256 threads; the numbers below are what the defines give):
+// - a row group is 16 consecutive threads (half a warp); the cluster's 16 S groups split the 512
+//   packed gate rows: group g = rank * 16 + threadIdx.x / 16 owns rows ROWS g .. ROWS g + ROWS -
+//   1 with ROWS = 512 / (16 S) (16 for S = 2, 8 for S = 4), i.e. units ROWS/4 g .. ;
+// - lane j = threadIdx.x % 16 of a group holds chain j (terms k = 8j .. 8j+7) of each of its
+//   group's rows in registers (ROWS x 8 floats: 128 registers for S = 2, 64 for S = 4) and
+//   applies them to each of the cluster's W windows in turn (everything below is per window);
+// - per step it reads h[8j .. 8j+7] (two float4 from its CTA's copy of the hidden state) and
+//   computes its chain of every row, ascending k from 0.0f;
+// - a transpose-reduce finishes the fixed tree: at lane offsets o = 1, 2, 4 (and 8 for S = 2)
+//   each lane keeps half of its rows (the upper half when j & o) and adds the partner lane's
+//   (j ^ o) copy of them; for S = 4 a last butterfly at offset 8 adds the two halves. Offset 1
+//   adds chains (2m, 2m+1), offset 2 those pairs, offset 4 the quads, offset 8 the halves:
+//   exactly ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)) + ... of numerics.cuh (IEEE addition is
+//   commutative, so the operand order inside each + is irrelevant). Afterwards lane j holds the
+//   full dot of row rev_L(j) (its L = log2(ROWS) low bits reversed): gate 2 b_{L-2} + b_{L-1},
+//   unit rev_{L-2}(j mod ROWS/4) of the group; kernels/tests/cluster_mapping.rs replays this;
+// - the cell lanes j < ROWS/4 hold gate i of their unit and take f, g, o from lanes j ^ 2^(L-1),
+//   j ^ 2^(L-2) and j ^ (2^(L-1) + 2^(L-2)) by shuffles; they keep the cell state c, the packed
+//   bias (a float4) and the next step's projection (loaded one step ahead) in registers;
+// - each cell lane pushes h with st.async into slot s % 2 of every CTA's hidden vectors,
+//   completing 4 bytes on that CTA's mbarrier bar[s % 2], and writes h to out.
+// Per step s: thread 0 arms bar[s % 2] for the step's 128 W values (arrive.expect_tx of 512 W
+// bytes; the previous phase of that barrier, step s - 2, is complete because thread 0 waited for
+// it in step s - 1; pushes that land before the arming leave the transaction count below zero
+// for a while, which the mbarrier allows, and the phase cannot complete before the arrival).
+// Each warp waits for phase (s - 1) / 2 of bar[(s - 1) % 2] (acquire, cluster scope), reads
+// h_{s-1}, computes, pushes. Slot reuse is safe without a barrier: a push of h_{s+1} into slot
+// (s + 1) % 2 needs h_s of every unit, and every warp (each owns cell lanes) reads h_{s-1} from
+// that slot before it produces its part of h_s. At the end thread 0 waits for the last step's
+// phase (every push into this CTA has landed) and the cluster meets once at a cluster barrier, so
+// no CTA leaves while a partner may still write into its shared memory.
+
+#ifndef BILSTM_HIDDEN
+#error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
+#endif
+
+#include "common.cuh"
+#include "numerics.cuh"
+#include "exchange.cuh"
+
+struct bl_recurrence_cluster_params {
+    const float* proj[2];
+    const float* recurrent[2];
+    const float* bias[2];
+    float* out;
+    int* error;
+    bl_u64 spin_timeout_ns;
+    bl_u32 batch;
+    bl_u32 frames;
+    bl_u32 layer;
+    int stall_cta;
+};
+static_assert(sizeof(bl_recurrence_cluster_params) == 88,
+              "mirrors bilstm_kernels::params::RecurrenceClusterParams");
+
+constexpr int BL_CL_THREADS = BILSTM_CLUSTER_THREADS;
+constexpr int BL_CL_LANES = BILSTM_CLUSTER_GROUP_LANES;
+constexpr int BL_CL_GROUPS_PER_CTA = BL_CL_THREADS / BL_CL_LANES;
+constexpr int BL_CL_TERMS = BILSTM_DOT_CHAIN_TERMS;
+// Bytes pushed into each CTA per step: one f32 per unit.
+constexpr bl_u32 BL_CL_STEP_BYTES = BILSTM_HIDDEN * (bl_u32)sizeof(float);
+
+static_assert(BL_CL_LANES == BILSTM_DOT_CHAINS, "lane j holds chain j");
+static_assert(BL_CL_LANES == 16, "four lane levels (offsets 1, 2, 4, 8) finish the tree");
+static_assert(BL_CL_TERMS == 8, "a chain is two float4 of h");
+static_assert(BL_CL_THREADS % BILSTM_WARP_THREADS == 0, "whole warps");
+static_assert(BILSTM_GATES == 4, "gates i, f, g, o");
+
+#if __CUDA_ARCH__ >= 900
+
+// The CTA's rank in its cluster.
+__device__ __forceinline__ bl_u32 bl_cl_rank() {
+    bl_u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// The 32-bit shared::cta address of a shared-memory object.
+__device__ __forceinline__ bl_u32 bl_cl_smem(const void* p) {
+    bl_u32 a;
+    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}"
+        : "=r"(a)
+        : "l"(p));
+    return a;
+}
+
+// The shared::cluster address of the object at shared::cta address `a` in the CTA of rank `rank`.
+__device__ __forceinline__ bl_u32 bl_cl_mapa(bl_u32 a, bl_u32 rank) {
+    bl_u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ void bl_cl_mbar_init(bl_u32 bar, bl_u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(bar), "r"(count) : "memory");
+}
+
+// Makes the mbarrier initialisations visible to the cluster (before the first cluster barrier).
+__device__ __forceinline__ void bl_cl_fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
+}
+
+// This thread's arrival on `bar`, announcing `bytes` of transactions for the current phase.
+__device__ __forceinline__ void bl_cl_arrive_expect(bl_u32 bar, bl_u32 bytes) {
+    asm volatile(
+        "{\n\t.reg .b64 state;\n\t"
+        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 state, [%0], %1;\n\t}"
+        :
+        : "r"(bar), "r"(bytes)
+        : "memory");
+}
+
+// Whether the phase of `bar` with parity `parity` has completed (acquire, cluster scope: the
+// pushes of every CTA that completed it are visible afterwards).
+__device__ __forceinline__ bool bl_cl_try_wait(bl_u32 bar, bl_u32 parity) {
+    bl_u32 done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return done != 0u;
+}
+
+// Pushes one f32 to shared::cluster address `dst`, completing 4 bytes on mbarrier `bar` (a
+// shared::cluster address in the same CTA as dst).
+__device__ __forceinline__ void bl_cl_push(bl_u32 dst, float value, bl_u32 bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+                 :
+                 : "r"(dst), "r"(__float_as_uint(value)), "r"(bar)
+                 : "memory");
+}
+
+// A whole-cluster barrier (every thread of every CTA), release/acquire.
+__device__ __forceinline__ void bl_cl_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" : : : "memory");
+}
+
+// The bounded wait for phase parity `parity` of `bar`: true when it completed; false after
+// `timeout_ns` (then *timed_out is set) or once another CTA reported an error.
+__device__ __forceinline__ bool bl_cl_wait(bl_u32 bar, bl_u32 parity, bl_u64 timeout_ns,
+                                           const int* error, bool* timed_out) {
+    if (bl_cl_try_wait(bar, parity)) {
+        return true;
+    }
+    const bl_u64 start = bl_globaltimer_ns();
+    for (bl_u32 spins = 1;; ++spins) {
+        if (bl_cl_try_wait(bar, parity)) {
+            return true;
+        }
+        if ((spins & 15u) == 0u) {
+            if (bl_globaltimer_ns() - start > timeout_ns) {
+                *timed_out = true;
+                return false;
+            }
+            if (bl_ld_relaxed_i32(error) != BL_ERROR_NONE) {
+                return false;
+            }
+        }
+    }
+}
+
+// One transpose-reduce level with lane offset OFFSET over the first N of the ROWS values: keep the
+// upper half of v[0 .. N) when `upper`, else the lower half, and add the partner's copy of it.
+template <int ROWS, int N, int OFFSET>
+__device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS], bool upper) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+        const float lo = v[i];
+        const float hi = v[i + N / 2];
+        const float send = upper ? lo : hi;
+        const float keep = upper ? hi : lo;
+        v[i] = keep + __shfl_xor_sync(BL_FULL_MASK, send, OFFSET);
+    }
+}
+
+template <int S, int W>
+__device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluster_params& p) {
+    constexpr int ROWS = BILSTM_GATE_ROWS / (S * BL_CL_GROUPS_PER_CTA);
+    constexpr int LEVELS = ROWS == 16 ? 4 : 3;
+    constexpr int UNITS_PER_GROUP = ROWS / BILSTM_GATES;
+    static_assert(ROWS == 16 || ROWS == 8, "cluster sizes 2 and 4");
+    static_assert((1 << LEVELS) == ROWS, "one transpose level per halving of the rows");
+    static_assert(W >= 1 && W <= 4, "windows per cluster");
+    // Lane offsets of gates f and g from the cell lane (which holds gate i).
+    constexpr int F_OFFSET = 1 << (LEVELS - 1);
+    constexpr int G_OFFSET = 1 << (LEVELS - 2);
+    // Bytes pushed into each CTA per step: one f32 per unit and window.
+    constexpr bl_u32 STEP_BYTES = (bl_u32)W * BL_CL_STEP_BYTES;
+
+    __shared__ __align__(16) float h_s[2][W][BILSTM_HIDDEN];
+    __shared__ __align__(8) bl_u64 bar[2];
+
+    const bl_u32 rank = bl_cl_rank();
+    const bl_u32 cluster = blockIdx.x / S;
+    const bl_u32 first_window = (cluster / 2) * W;
+    const bl_u32 direction = cluster % 2;
+    if (first_window >= p.batch) {
+        return;  // never with the documented grid; the whole cluster leaves before any barrier
+    }
+    // Windows of this cluster that exist; the others (only in the last clusters when W does not
+    // divide the batch) compute a copy of the last real window and write nothing.
+    const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
+    const int tid = threadIdx.x;
+    const int lane = tid % BL_CL_LANES;
+    const bl_u32 group = rank * BL_CL_GROUPS_PER_CTA + tid / BL_CL_LANES;
+    const bl_u32 frames = p.frames;
+    const bool stalled = p.stall_cta == (int)blockIdx.x;
+    // Selected, not indexed: a run-time index into a parameter array would copy the array to
+    // local memory.
+    const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
+    const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
+    const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
+
+    // Chain `lane` (terms 8 lane .. 8 lane + 7) of the group's rows.
+    float r[ROWS][BL_CL_TERMS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const bl_u32 row = group * ROWS + i;
+        const float4* src =
+            reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
+        const float4 a = __ldg(src);
+        const float4 b = __ldg(src + 1);
+        r[i][0] = a.x;
+        r[i][1] = a.y;
+        r[i][2] = a.z;
+        r[i][3] = a.w;
+        r[i][4] = b.x;
+        r[i][5] = b.y;
+        r[i][6] = b.z;
+        r[i][7] = b.w;
+    }
+
+    // The cell lanes: lane j < UNITS_PER_GROUP owns unit rev_{LEVELS-2}(j) of the group, in each
+    // of the cluster's windows. Other lanes compute the index of a valid unit (j mod
+    // UNITS_PER_GROUP) so their addresses stay in bounds; they never load or store through it.
+    const bool cell_lane = lane < UNITS_PER_GROUP;
+    const int cell = lane % UNITS_PER_GROUP;
+    const int unit_in_group = LEVELS == 4 ? ((cell & 1) << 1) | (cell >> 1) : cell;
+    const bl_u32 unit = group * UNITS_PER_GROUP + unit_in_group;
+    const bl_u64 out_column = (bl_u64)direction * BILSTM_HIDDEN + unit;
+    const float4* gates_at = reinterpret_cast<const float4*>(proj + unit * BILSTM_GATES);
+    bl_u64 window_row[W];
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        const bl_u32 window = first_window + ((bl_u32)w < valid ? (bl_u32)w : valid - 1u);
+        window_row[w] = (bl_u64)window * frames;
+    }
+    float4 bias = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 gates_next[W];
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        gates_next[w] = bias;
+    }
+    if (cell_lane) {
+        bias = __ldg(reinterpret_cast<const float4*>(bias_in + unit * BILSTM_GATES));
+        const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            gates_next[w] = __ldg(gates_at + (window_row[w] + frame0) * (BILSTM_GATE_ROWS / 4));
+        }
+    }
+
+    const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
+    const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0]);
+    if (tid == 0) {
+        bl_cl_mbar_init(bar_addr0, 1);
+        bl_cl_mbar_init(bar_addr0 + 8u, 1);
+        bl_cl_fence_mbar_init();
+    }
+    // Every CTA's barriers are initialised before any push reaches them.
+    bl_cl_cluster_sync();
+
+    float c[W];
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        c[w] = 0.0f;
+    }
+    bool aborted = false;
+    bool timed_out = false;
+    bl_u32 step = 0;
+    for (; step < frames; ++step) {
+        const bl_u32 slot = step & 1u;
+        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+        float4 gates_in[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            gates_in[w] = gates_next[w];
+        }
+        if (cell_lane && step + 1u < frames) {
+            const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
+#pragma unroll
+            for (int w = 0; w < W; ++w) {
+                gates_next[w] = __ldg(gates_at + (window_row[w] + next) * (BILSTM_GATE_ROWS / 4));
+            }
+        }
+        if (tid == 0) {
+            bl_cl_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
+        }
+
+        // Recurrent dots of the cell lane's four gates in each window; +0.0f at step 0.
+        float dot_i[W], dot_f[W], dot_g[W], dot_o[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            dot_i[w] = 0.0f;
+            dot_f[w] = 0.0f;
+            dot_g[w] = 0.0f;
+            dot_o[w] = 0.0f;
+        }
+        if (step > 0) {
+            const bl_u32 prev = slot ^ 1u;
+            const bool ok = bl_cl_wait(bar_addr0 + 8u * prev, ((step - 1u) >> 1) & 1u,
+                                       p.spin_timeout_ns, p.error, &timed_out);
+            if (__any_sync(BL_FULL_MASK, !ok)) {
+                aborted = true;
+                break;
+            }
+#pragma unroll
+            for (int w = 0; w < W; ++w) {
+                const float4* hv = reinterpret_cast<const float4*>(&h_s[prev][w][lane * BL_CL_TERMS]);
+                const float4 ha = hv[0];
+                const float4 hb = hv[1];
+                const float h[BL_CL_TERMS] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+                float v[ROWS];
+#pragma unroll
+                for (int i = 0; i < ROWS; ++i) {
+                    v[i] = bl_dot_chain8(r[i], h);
+                }
+                bl_cl_reduce_level<ROWS, ROWS, 1>(v, (lane & 1) != 0);
+                bl_cl_reduce_level<ROWS, ROWS / 2, 2>(v, (lane & 2) != 0);
+                bl_cl_reduce_level<ROWS, ROWS / 4, 4>(v, (lane & 4) != 0);
+                if (LEVELS == 4) {
+                    bl_cl_reduce_level<ROWS, 2, 8>(v, (lane & 8) != 0);
+                } else {
+                    v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], 8);
+                }
+                dot_i[w] = v[0];
+                dot_f[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], F_OFFSET);
+                dot_g[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], G_OFFSET);
+                dot_o[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], F_OFFSET | G_OFFSET);
+            }
+        }
+
+        if (cell_lane) {
+#pragma unroll
+            for (int w = 0; w < W; ++w) {
+                const float h = bl_lstm_cell(bl_preactivation(gates_in[w].x, dot_i[w], bias.x),
+                                             bl_preactivation(gates_in[w].y, dot_f[w], bias.y),
+                                             bl_preactivation(gates_in[w].z, dot_g[w], bias.z),
+                                             bl_preactivation(gates_in[w].w, dot_o[w], bias.w),
+                                             &c[w]);
+                if (!stalled) {
+                    const bl_u32 dst =
+                        h_addr0 + ((slot * W + w) * BILSTM_HIDDEN + unit) * (bl_u32)sizeof(float);
+                    const bl_u32 done = bar_addr0 + 8u * slot;
+#pragma unroll
+                    for (int q = 0; q < S; ++q) {
+                        bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), h, bl_cl_mapa(done, (bl_u32)q));
+                    }
+                }
+                if ((bl_u32)w < valid) {
+                    p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
+                }
+            }
+        }
+    }
+
+    if (timed_out) {
+        bl_exchange_report_lost(p.error, p.layer, direction, step);
+    }
+    // Every push into this CTA has landed before it may leave: the last step's phase.
+    if (tid == 0 && !aborted && frames > 0) {
+        bool late = false;
+        const bl_u32 last = frames - 1u;
+        if (!bl_cl_wait(bar_addr0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error,
+                        &late) &&
+            late) {
+            bl_exchange_report_lost(p.error, p.layer, direction, frames);
+        }
+    }
+    bl_cl_cluster_sync();
+}
+
+#define BL_CL_ENTRY_BODY(S, W) bl_recurrence_cluster<S, W>(p)
+#else
+// Before sm_90 there are no thread-block clusters: the entries trap (the plan never picks them).
+#define BL_CL_ENTRY_BODY(S, W) \
+    do {                      \
+        (void)p;              \
+        asm volatile("trap;"); \
+    } while (0)
+#endif  // __CUDA_ARCH__ >= 900
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
+    bilstm_recurrence_cluster2(const bl_recurrence_cluster_params p) {
+    BL_CL_ENTRY_BODY(2, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 2)
+    bilstm_recurrence_cluster4(const bl_recurrence_cluster_params p) {
+    BL_CL_ENTRY_BODY(4, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
+    bilstm_recurrence_cluster2w2(const bl_recurrence_cluster_params p) {
+    BL_CL_ENTRY_BODY(2, 2);
+}
