@@ -129,7 +129,7 @@ if grep -q "core occupancy disagrees\|OccupancyMismatch\|occupancy of bilstm\|dr
     export BILSTM_OCCUPANCY_CHECK=warn
     note "!!! core occupancy disagrees with the driver: later groups run with BILSTM_OCCUPANCY_CHECK=warn"
 fi
-run_group kernels 150 "$tests_filter|wide|tiled|resident" "$bin/gpu_kernels" "${gpu_flags[@]}"
+run_group kernels 240 "$tests_filter|wide|tiled|resident" "$bin/gpu_kernels" "${gpu_flags[@]}"
 run_group numerics 60 "$tests_filter|mismatches|sweep of" "$bin/gpu_numerics" "${gpu_flags[@]}"
 
 # --- bench and cuDNN, in the same call ---------------------------------------------------

@@ -84,4 +84,9 @@ __device__ __forceinline__ void bl_tf32_split(float v, bl_u32& hi, bl_u32& lo) {
     lo = __float_as_uint(bl_tf32_rne(rest)) & 0xffffe000u;
 }
 
+// `v` (TF32 bits) where it is finite, else +0 (for 3xTF32's hi(x) * lo(W) product).
+__device__ __forceinline__ bl_u32 bl_tf32_finite_or_zero(bl_u32 v) {
+    return (v & 0x7f800000u) == 0x7f800000u ? 0u : v;
+}
+
 #endif  // __CUDA_ARCH__ >= 800

@@ -34,7 +34,9 @@
 //   depend on the batch; inside an mma.sync the order and rounding are the hardware's and fixed,
 //   so repeated runs give the same bits. Bits differ from the FP32 SIMT tiles' and may differ
 //   between architectures. Terms k >= in_width are exact zeros (both operands zero-filled). NaN
-//   or infinity in x or W propagate through the hi products (lo is +0 there). Within a step, mma
+//   or infinity in x propagates through hi(x) * hi(W) alone (lo(x) is +0 there, and an
+//   infinite or NaN hi(x) is replaced by +0 in hi(x) * lo(W), whose lo(W) may have the other
+//   sign); W is finite (packing refuses anything else). Within a step, mma
 //   k-index j (0..3) carries k0 + 2j and j + 4 carries k0 + 2j + 1, in A and B alike.
 // - Defines read: BILSTM_HIDDEN (guard), BILSTM_BLOCK_THREADS, BILSTM_WARP_THREADS,
 //   BILSTM_GATE_ROWS, BILSTM_PROJ_TF32_TILE_ROWS, BILSTM_PROJ_TF32_TILE_COLS,
@@ -228,7 +230,14 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
                 }
 #pragma unroll
                 for (int mi = 0; mi < BL_X3_MT; ++mi) {
-                    bl_mma_tf32(acc[mi][ni], a_hi[mi], b_lo);
+                    // An infinite x contributes through hi(x) * hi(W) alone: hi(x) * lo(W) with
+                    // lo(W) of the other sign would add the opposite infinity (NaN).
+                    bl_u32 a_fin[4];
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        a_fin[q] = bl_tf32_finite_or_zero(a_hi[mi][q]);
+                    }
+                    bl_mma_tf32(acc[mi][ni], a_fin, b_lo);
                 }
 #pragma unroll
                 for (int mi = 0; mi < BL_X3_MT; ++mi) {

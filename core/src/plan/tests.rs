@@ -265,8 +265,8 @@ fn h200_at_batch_32_explains_itself() {
     );
     assert_eq!(p.resident_grid_blocks(), None);
     assert_eq!(p.co_resident_blocks, 132);
-    // Listed for the H200 (pending its measurement): 3xTF32 at every batch.
-    assert_eq!(p.projection.choice, ProjectionTile::Tf32x3);
+    // The measured 9.0 rule: the 64x64 SIMT tile at every batch (3xTF32 only when forced).
+    assert_eq!(p.projection.choice, ProjectionTile::Small64);
     let lines: Vec<_> = p.explain().iter().map(ToString::to_string).collect();
     assert!(
         lines[0].starts_with(
@@ -290,7 +290,7 @@ fn h200_at_batch_32_explains_itself() {
         "streams: concurrent: one cluster grid of 128 CTAs holds both directions"
     );
     assert!(
-        lines[3].starts_with("projection: 3xtf32 128x256: FP32-accurate"),
+        lines[3].starts_with("projection: fp32 64x64: 18848 rows; on 9.0 the 64x64 tile"),
         "{}",
         lines[3]
     );
