@@ -14,14 +14,11 @@
 //! compares the two outputs (the README gives the steps and the figure measured).
 
 use std::error::Error;
-use std::fs::File;
-use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bilstm::owned::{Checksum, random_input};
 use bilstm::{Backend, BackendConfig, CpuBackend, MathMode, model};
-use npyz::WriterBuilder;
 
 const USAGE: &str = "usage: onnx_weights MODEL [--input X.npy] [--output Y.npy] [--batch N] \
                      [--frames F] [--seed S]";
@@ -81,30 +78,13 @@ fn main() -> ExitCode {
 }
 
 /// Reads a float32 `[batch, frames, features]` `.npy` file.
-fn read_input(path: &PathBuf, features: usize) -> Result<(Vec<f32>, usize, usize), Box<dyn Error>> {
-    let file = BufReader::new(File::open(path).map_err(|e| format!("{}: {e}", path.display()))?);
-    let npy = npyz::NpyFile::new(file)?;
-    let descr = npy.dtype().descr();
-    let shape = npy.shape().to_vec();
-    let [batch, frames, width] = shape[..] else {
-        return Err(format!(
-            "{}: want [batch, frames, {features}], found shape {shape:?}",
-            path.display()
-        )
-        .into());
-    };
-    if descr != "'<f4'" || width != features as u64 {
-        return Err(format!(
-            "{}: want little-endian float32 [batch, frames, {features}], found {descr} {shape:?}",
-            path.display()
-        )
-        .into());
-    }
-    Ok((
-        npy.into_vec::<f32>()?,
-        usize::try_from(batch)?,
-        usize::try_from(frames)?,
-    ))
+fn read_input(
+    path: &std::path::Path,
+    features: usize,
+) -> Result<(Vec<f32>, usize, usize), Box<dyn Error>> {
+    let array = bilstm::npy::read_f32_3d(path, features)?;
+    let [batch, frames, _] = array.shape;
+    Ok((array.data, batch, frames))
 }
 
 fn run() -> Result<(), Box<dyn Error>> {
@@ -140,16 +120,8 @@ fn run() -> Result<(), Box<dyn Error>> {
         Checksum::of(&output)
     );
     if let Some(path) = &opts.output {
-        let file =
-            BufWriter::new(File::create(path).map_err(|e| format!("{}: {e}", path.display()))?);
-        let dims = [batch as u64, frames as u64, shape.output_width() as u64];
-        let mut writer = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(&dims)
-            .writer(file)
-            .begin_nd()?;
-        writer.extend(output.iter().copied())?;
-        writer.finish()?;
+        let dims = [batch, frames, shape.output_width()];
+        bilstm::npy::write_f32_3d(path, dims, &output)?;
         println!("wrote {}: {dims:?} float32", path.display());
     }
     Ok(())

@@ -14,7 +14,7 @@ use std::fmt;
 use std::process::ExitCode;
 
 use bilstm_core::device::table;
-use bilstm_core::plan::{self, KernelResources, Plan, RecurrenceSchedule};
+use bilstm_core::plan::{self, KernelResources};
 use bilstm_core::{MathMode, StackShape};
 
 const USAGE: &str =
@@ -106,40 +106,6 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Command, ArgError> {
     }))
 }
 
-/// The schedule column: tiles and launches, or the resident or cluster grid.
-fn schedule(plan: &Plan) -> String {
-    match plan.schedule.choice {
-        RecurrenceSchedule::Cluster(s) => format!(
-            "{}-CTA clusters x{}, {} per wave, {} wave{}",
-            s.cluster_size,
-            s.clusters(),
-            s.clusters_per_wave,
-            s.waves,
-            if s.waves == 1 { "" } else { "s" }
-        ),
-        RecurrenceSchedule::Resident { grid_blocks } => {
-            format!(
-                "grid of {grid_blocks} blocks, {} resident at once",
-                plan.co_resident_blocks
-            )
-        }
-        RecurrenceSchedule::Cooperative(s) => {
-            let launches = s.launches_per_direction();
-            let together = if s.concurrent {
-                "concurrent"
-            } else {
-                "in turn"
-            };
-            format!(
-                "{}-row tiles x{}, {together}, {launches} launch{}/direction",
-                s.tile_height,
-                s.tiles,
-                if launches == 1 { "" } else { "es" }
-            )
-        }
-    }
-}
-
 fn run(options: &Options) {
     let shape = StackShape::pyannote().with_frames(options.frames);
     let resources = KernelResources::nominal();
@@ -147,10 +113,7 @@ fn run(options: &Options) {
         "batch {}, {} frames, {} math, nominal kernel resources",
         options.batch, options.frames, options.math
     );
-    println!(
-        "{:<10} {:>4} {:>4}  {:<10} {:<50} projection",
-        "device", "cc", "SMs", "recurrence", "schedule"
-    );
+    println!("{}", plan::TABLE_HEADING);
     for entry in table::all() {
         if options
             .device
@@ -159,30 +122,20 @@ fn run(options: &Options) {
         {
             continue;
         }
-        let f = &entry.facts;
-        let cc = format!("{}.{}", f.compute_capability.0, f.compute_capability.1);
-        match plan::select(f, &resources, &shape, options.batch, options.math) {
-            Ok(p) => {
-                println!(
-                    "{:<10} {:>4} {:>4}  {:<10} {:<50} {}",
-                    entry.name,
-                    cc,
-                    f.sm_count,
-                    p.recurrence.choice.to_string(),
-                    schedule(&p),
-                    p.projection.choice
-                );
-                if options.explain {
-                    for line in p.explain() {
-                        println!("    {line}");
-                    }
-                }
-            }
-            Err(e) => println!(
-                "{:<10} {:>4} {:>4}  no plan: {e}",
-                entry.name, cc, f.sm_count
-            ),
-        }
+        let plan = plan::select(
+            &entry.facts,
+            &resources,
+            &shape,
+            options.batch,
+            options.math,
+        );
+        let row = plan::PlanRow {
+            device: entry.name,
+            facts: &entry.facts,
+            plan: plan.as_ref().map_err(|e| e as &dyn std::fmt::Display),
+            explain: options.explain,
+        };
+        println!("{row}");
     }
 }
 

@@ -9,6 +9,7 @@
 #   env          nvidia-smi, the NVRTC / compute-sanitizer found
 #   device       GPU tests: device facts, every kernel's resources vs core occupancy (also at
 #                other block sizes and the resident kernel's dynamic shared bytes), plans
+#   state        GPU tests: final states (h_n, c_n) of every kind, forward_foreign on caller buffers
 #   kernels      GPU tests: wide vs tiled vs resident bit identity (batches 1..64, 589 frames),
 #                both projection tiles, accuracy per kind, dirty workspaces, schedules, graph
 #                replay vs eager, overrides
@@ -18,9 +19,13 @@
 #                then --phases at batches 1 and 32 (per-layer projection / recurrence ms)
 #   phases       GPU test: per-phase timing is positive, fits in the pass, survives capture
 #   cudnn        cudnn_baseline.py at the same batches, FP32 and TF32, right after the bench
+#   python       the wheel (bilstm.torch) with the machine's torch: python/tests (drop-in vs
+#                nn.LSTM in float64 and vs cuDNN FP32, zero copy, stream order, speed-up at
+#                batches 1, 32, 256) and python/examples/pyannote_dropin.py
 #   memcheck / synccheck / racecheck   compute-sanitizer on gpu_sanitize (a small pass of each
 #                recurrence kernel, wide, tiled, resident, and a graph replay) and on the TF32
 #                projection's small pass when its test binary exists
+#   contract     the facade's Backend contract suite on CUDA and Auto (tests/gpu_backend_contract.rs)
 #   errors       GPU tests: bad input, lost partner -> PartnerLost (wide and tiled), NaN/Inf
 #   accuracy     GPU tests: vs the f64 reference (batches 1..64 at 589 frames, frames 1/2/17), vs CPU
 #   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
@@ -131,6 +136,7 @@ if grep -q "core occupancy disagrees\|OccupancyMismatch\|occupancy of bilstm\|dr
 fi
 run_group kernels 240 "$tests_filter|wide|tiled|resident" "$bin/gpu_kernels" "${gpu_flags[@]}"
 run_group numerics 60 "$tests_filter|mismatches|sweep of" "$bin/gpu_numerics" "${gpu_flags[@]}"
+run_group state 90 "$tests_filter|rel L2|foreign" bash -c "'$bin/gpu_state' --include-ignored --test-threads=1 --nocapture && '$bin/gpu_foreign' --include-ignored --test-threads=1 --nocapture"
 
 # --- bench and cuDNN, in the same call ---------------------------------------------------
 sweep=1,2,8,9,32,64,128,256,1024
@@ -146,6 +152,29 @@ if command -v python3 >/dev/null 2>&1; then
         --reps 20 --json "$out/cudnn.json"
 else
     summary+=("cudnn        SKIPPED (no python3)")
+fi
+
+# --- the Python package and the PyTorch drop-in (issue 13) --------------------------------
+# The wheel from gpu-bundle goes into a private folder (no index, nothing fetched); pytest from
+# the bundle's wheels when the machine has none; then python/tests with the machine's torch
+# (accuracy vs float64 and cuDNN, zero copy, stream order, speed-up at batches 1/32/256) and
+# the pyannote example.
+pysite="${TMPDIR:-/tmp}/bilstm-pysite"
+if ls "$here"/*.whl >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+    run_group python 180 'passed|failed|skipped|FAILED|SKIPPED|error|Error|rel L2|speed-up|zero copy|bilstm:|max \|' bash -c "
+        set -e
+        rm -rf '$pysite'
+        unpack() { python3 -m pip install --quiet --no-index --no-deps --target '$pysite' \"\$@\" ||
+            for w in \"\$@\"; do python3 -m zipfile -e \"\$w\" '$pysite'; done; }
+        unpack '$here'/*.whl
+        python3 -c 'import pytest' 2>/dev/null || unpack '$here'/wheels/*.whl
+        export PYTHONPATH='$pysite'
+        cd '$here/python'
+        python3 -c 'import bilstm, torch; print(\"bilstm\", bilstm.__version__, \"torch\", torch.__version__, torch.cuda.is_available())'
+        python3 -m pytest -v -s -p no:cacheprovider tests
+        python3 examples/pyannote_dropin.py --batch 32"
+else
+    summary+=("python       SKIPPED (no wheel in the bundle, or no python3)")
 fi
 
 # --- compute-sanitizer --------------------------------------------------------------------
@@ -172,6 +201,9 @@ fi
 
 # --- the remaining GPU tests ---------------------------------------------------------------
 run_group errors 90 "$tests_filter|stall" "$bin/gpu_errors" "${gpu_flags[@]}"
+if [ -x "$bin/gpu_backend_contract" ]; then
+    run_group contract 120 "$tests_filter|Auto|cuda" "$bin/gpu_backend_contract" "${gpu_flags[@]}"
+fi
 run_group accuracy 120 "$tests_filter" "$bin/gpu_accuracy" "${gpu_flags[@]}"
 run_group determinism 120 "$tests_filter" "$bin/gpu_determinism" "${gpu_flags[@]}"
 if [ -x "$bin/gpu_tf32" ]; then

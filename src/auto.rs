@@ -7,11 +7,44 @@ use bilstm_cpu::CpuBackend;
 
 use crate::Error;
 
+/// Which backend runs: the facade's backends by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// [`CpuBackend`].
+    Cpu,
+    /// The CUDA backend (`bilstm::CudaBackend` with the `cuda` feature).
+    Cuda,
+}
+
+impl BackendKind {
+    /// `"cpu"` or `"cuda"`: the name [`Backend::name`] returns.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// Compares with a name (`kind == "cpu"`), as the `&str` this type replaced did.
+impl PartialEq<&str> for BackendKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which backend [`Auto`] runs on, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    /// `"cuda"` or `"cpu"`.
-    pub backend: &'static str,
+    /// CUDA or the CPU.
+    pub backend: BackendKind,
     /// Why: the GPU found, or why CUDA was not usable.
     pub reason: String,
 }
@@ -54,7 +87,7 @@ impl Auto {
         Auto {
             inner: Inner::Cpu(Box::new(CpuBackend::new())),
             selection: Selection {
-                backend: "cpu",
+                backend: BackendKind::Cpu,
                 reason: "asked for the CPU".into(),
             },
         }
@@ -65,20 +98,30 @@ impl Auto {
     /// # Errors
     /// Every CUDA failure, [`Error::CudaNotBuilt`] without the `cuda` feature.
     pub fn cuda() -> Result<Self, Error> {
+        Self::cuda_on(0)
+    }
+
+    /// The CUDA backend on GPU `ordinal` (0 for the first), with no fallback.
+    ///
+    /// # Errors
+    /// Every CUDA failure (an ordinal past the last GPU included), [`Error::CudaNotBuilt`]
+    /// without the `cuda` feature.
+    pub fn cuda_on(ordinal: usize) -> Result<Self, Error> {
         #[cfg(feature = "cuda")]
         {
-            let backend = bilstm_cuda::CudaBackend::new(0)?;
+            let backend = bilstm_cuda::CudaBackend::new(ordinal)?;
             let reason = backend.describe();
             Ok(Auto {
                 inner: Inner::Cuda(Box::new(backend)),
                 selection: Selection {
-                    backend: "cuda",
+                    backend: BackendKind::Cuda,
                     reason,
                 },
             })
         }
         #[cfg(not(feature = "cuda"))]
         {
+            let _ = ordinal;
             Err(Error::CudaNotBuilt)
         }
     }
@@ -95,7 +138,7 @@ impl Auto {
         Auto {
             inner: Inner::Cpu(Box::new(CpuBackend::new())),
             selection: Selection {
-                backend: "cpu",
+                backend: BackendKind::Cpu,
                 reason: format!("CUDA unavailable: {why}"),
             },
         }
@@ -105,13 +148,59 @@ impl Auto {
     pub fn selection(&self) -> &Selection {
         &self.selection
     }
+
+    /// The CUDA backend itself when CUDA runs (for its own API: plans, device memory passes
+    /// such as `forward_foreign`); `None` on the CPU.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_backend(&self) -> Option<&bilstm_cuda::CudaBackend> {
+        match &self.inner {
+            Inner::Cuda(cuda) => Some(cuda),
+            Inner::Cpu(_) => None,
+        }
+    }
+
+    /// The CUDA backend itself, mutably, when CUDA runs; `None` on the CPU.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_backend_mut(&mut self) -> Option<&mut bilstm_cuda::CudaBackend> {
+        match &mut self.inner {
+            Inner::Cuda(cuda) => Some(cuda),
+            Inner::Cpu(_) => None,
+        }
+    }
+
+    /// The CPU backend, when that is what runs.
+    pub fn as_cpu(&self) -> Option<&CpuBackend> {
+        match &self.inner {
+            Inner::Cpu(cpu) => Some(cpu),
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(_) => None,
+        }
+    }
+
+    /// The CUDA backend, when that is what runs (its plan, device and timing API).
+    #[cfg(feature = "cuda")]
+    pub fn as_cuda(&self) -> Option<&bilstm_cuda::CudaBackend> {
+        match &self.inner {
+            Inner::Cuda(cuda) => Some(cuda),
+            Inner::Cpu(_) => None,
+        }
+    }
+
+    /// The CUDA backend, mutably, when that is what runs.
+    #[cfg(feature = "cuda")]
+    pub fn as_cuda_mut(&mut self) -> Option<&mut bilstm_cuda::CudaBackend> {
+        match &mut self.inner {
+            Inner::Cuda(cuda) => Some(cuda),
+            Inner::Cpu(_) => None,
+        }
+    }
 }
 
 impl Backend for Auto {
     type Error = Error;
 
     fn name(&self) -> &'static str {
-        self.selection.backend
+        self.selection.backend.as_str()
     }
 
     fn prepare(&mut self, weights: &StackWeights<'_>, config: &BackendConfig) -> Result<(), Error> {
@@ -134,6 +223,25 @@ impl Backend for Auto {
             #[cfg(feature = "cuda")]
             Inner::Cuda(cuda) => cuda.forward(input, batch, output).map_err(Error::from),
             Inner::Cpu(cpu) => cpu.forward(input, batch, output).map_err(Error::from),
+        }
+    }
+
+    fn forward_with_state(
+        &mut self,
+        input: &[f32],
+        batch: usize,
+        output: &mut [f32],
+        h_n: &mut [f32],
+        c_n: &mut [f32],
+    ) -> Result<(), Error> {
+        match &mut self.inner {
+            #[cfg(feature = "cuda")]
+            Inner::Cuda(cuda) => cuda
+                .forward_with_state(input, batch, output, h_n, c_n)
+                .map_err(Error::from),
+            Inner::Cpu(cpu) => cpu
+                .forward_with_state(input, batch, output, h_n, c_n)
+                .map_err(Error::from),
         }
     }
 

@@ -24,13 +24,15 @@
 #![forbid(unsafe_code)]
 
 mod auto;
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
 mod error;
+mod fsio;
 pub mod model;
 pub mod npy;
 
-pub use auto::{Auto, Selection};
+pub use auto::{Auto, BackendKind, Selection};
 pub use bilstm_core as core;
 pub use bilstm_core::{
     Backend, BackendConfig, BackendError, CoreError, Direction, ErrorKind, GateOrder, MathMode,

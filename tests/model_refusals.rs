@@ -332,8 +332,12 @@ fn no_graph_no_lstm_too_many_lstms() {
 
     let mut m = base();
     let extra = m.lstm(1).clone();
-    for _ in 0..7 {
-        m.graph().node.push(extra.clone());
+    for k in 0..7 {
+        // Distinct values in and out: the same node twice is refused as a duplicate.
+        let mut node = extra.clone();
+        node.input[0] = format!("x_extra_{k}");
+        node.output = vec![format!("y_extra_{k}")];
+        m.graph().node.push(node);
     }
     assert_eq!(
         refused(&m, ErrorKind::Unsupported).to_string(),

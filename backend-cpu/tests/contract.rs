@@ -223,7 +223,9 @@ fn nan_and_infinity_inputs_stay_in_their_window() {
     // After four layers every frame of window 1 has seen the NaN (one way or the other).
     assert!(got[out_w..2 * out_w].iter().all(|v| v.is_nan()));
 
-    for inf in [f32::INFINITY, f32::NEG_INFINITY] {
+    // One infinite or huge feature saturates the gates it reaches: the window stays finite
+    // (the README's contract, as on the GPU).
+    for inf in [f32::INFINITY, f32::NEG_INFINITY, 1.0e30, -1.0e30] {
         let mut x = clean.clone();
         x[2 * in_w + 16 * 60] = inf; // window 2, last frame
         let got = run(&mut cpu, &x, 3);
@@ -235,9 +237,40 @@ fn nan_and_infinity_inputs_stay_in_their_window() {
         assert!(
             got[2 * out_w..]
                 .iter()
-                .all(|v| v.is_nan() || v.abs() <= 1.0)
+                .all(|v| v.is_finite() && v.abs() <= 1.0),
+            "{inf}"
         );
     }
+}
+
+/// Subnormal inputs are read as zeros (README: special values): with zero biases, where a
+/// subnormal product would otherwise survive every sum, the output is that of a zero input.
+#[test]
+fn subnormal_inputs_run_as_zeros() {
+    let shape = StackShape::pyannote().with_frames(9);
+    let mut model = OwnedStack::random(&shape, 62, 0.3);
+    for layer in &mut model.layers {
+        for d in [&mut layer.forward, &mut layer.reverse] {
+            d.bias_ih.fill(0.0);
+            d.bias_hh.fill(0.0);
+        }
+    }
+    let w = model.weights().unwrap();
+    let mut cpu = prepared(&w, shape, 2, 2);
+    let zeros = vec![0.0f32; shape.input_len(2).unwrap()];
+    let tiny: Vec<f32> = random_input(&shape, 2, 3)
+        .iter()
+        .map(|v| v * 1e-39)
+        .collect();
+    assert!(tiny.iter().any(|v| v.is_subnormal()));
+    let want = run(&mut cpu, &zeros, 2);
+    assert_eq!(bits(&run(&mut cpu, &tiny, 2)), bits(&want));
+    // Outputs of inputs scaled to 1e30 hold no subnormal (saturated gates are exact zeros).
+    let huge: Vec<f32> = random_input(&shape, 2, 3)
+        .iter()
+        .map(|v| v * 1e30)
+        .collect();
+    assert!(run(&mut cpu, &huge, 2).iter().all(|v| !v.is_subnormal()));
 }
 
 #[test]

@@ -37,30 +37,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bilstm_core::exchange::ExchangeLayout;
 use bilstm_core::layout::StackPacking;
-use bilstm_core::plan::{
-    self, Overrides, Plan, ProjectionTile, RecurrenceKind, RecurrenceSchedule,
-};
-use bilstm_core::schedule::CoopSchedule;
-use bilstm_core::{
-    Backend, BackendConfig, CoreError, Direction, MathMode, StackShape, StackWeights,
-};
+use bilstm_core::plan::{self, Overrides, Plan, ProjectionTile};
+use bilstm_core::{Backend, BackendConfig, CoreError, MathMode, StackShape, StackWeights};
 use bilstm_kernels::KernelId;
-use bilstm_kernels::params::{ERROR_NONE, ERROR_PARTNER_LOST, ERROR_WORDS};
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{
-    CudaContext, CudaEvent, CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
-};
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::buffers::{Buffers, span};
-use crate::device::{Device, DeviceInfo, KernelResources, Kernels};
+use crate::device::{CompiledKernel, Device, DeviceInfo, Kernels};
 use crate::error::CudaError;
-use crate::launch::coop::CoopArgs;
-use crate::launch::projection::ProjectionArgs;
-use crate::launch::recurrence_cluster::ClusterArgs;
-use crate::launch::recurrence_resident::ResidentArgs;
-use crate::launch::{self, Span};
+use crate::hooks::StallInjection;
+use crate::launch::Span;
+use crate::summary::ForwardSummary;
 
 /// The default bound on a recurrence block's wait for a partner: far above any legitimate
 /// wait (a step takes microseconds), short enough that a lost partner is reported promptly.
@@ -70,140 +58,24 @@ pub const DEFAULT_SPIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// runs under compute-sanitizer, which slows kernels by orders of magnitude).
 pub const SPIN_TIMEOUT_ENV: &str = "BILSTM_SPIN_TIMEOUT_MS";
 
-/// Test-only fault injection: one block of one cooperative recurrence launch returns at once
-/// and never publishes, so its partners must time out (see [`CudaBackend::inject_stall`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StallInjection {
-    /// The layer whose recurrence is hit.
-    pub layer: usize,
-    /// Its direction.
-    pub direction: Direction,
-    /// The block index in that direction's first launch; for the cluster recurrence (one launch
-    /// per layer, both directions) the CTA index in the layer's launch, whatever `direction`.
-    pub block: u32,
-}
-
-/// What a forward pass ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ForwardSummary {
-    /// The batch.
-    pub batch: usize,
-    /// The plan it ran (recurrence kind, schedule, projection tile, with reasons).
-    pub plan: Plan,
-    /// The recurrence kernel (`plan.recurrence.choice`).
-    pub recurrence: RecurrenceKind,
-    /// The cooperative schedule of a wide or tiled recurrence. For the resident recurrence it
-    /// describes the one resident grid in the same terms: `batch` one-window "tiles" of two
-    /// blocks (one per direction), both directions at once, one launch.
-    pub schedule: CoopSchedule,
-    /// The projection tile (`plan.projection.choice`).
-    pub projection_tile: ProjectionTile,
-    /// Blocks of the recurrence kernel the device holds at once (`plan.co_resident_blocks`).
-    pub co_resident_blocks: usize,
-}
-
-impl ForwardSummary {
-    fn of(plan: Plan) -> Self {
-        let schedule = match plan.schedule.choice {
-            RecurrenceSchedule::Cooperative(s) => s,
-            RecurrenceSchedule::Resident { grid_blocks } => CoopSchedule {
-                kind: RecurrenceKind::Resident,
-                tile_height: 1,
-                blocks_per_tile: 2,
-                tiles: grid_blocks / 2,
-                concurrent: true,
-                tiles_per_launch: grid_blocks / 2,
-            },
-            RecurrenceSchedule::Cluster(c) => CoopSchedule {
-                kind: RecurrenceKind::Cluster,
-                tile_height: 1,
-                blocks_per_tile: 2 * c.cluster_size,
-                tiles: c.clusters() / 2,
-                concurrent: true,
-                tiles_per_launch: c.clusters() / 2,
-            },
-        };
-        ForwardSummary {
-            batch: plan.batch,
-            plan,
-            recurrence: plan.recurrence.choice,
-            schedule,
-            projection_tile: plan.projection.choice,
-            co_resident_blocks: plan.co_resident_blocks,
-        }
-    }
-}
-
-/// A forward pass captured in a CUDA graph ([`CudaBackend::capture_forward_device`]), with
-/// the device buffers it reads and writes (the graph holds their addresses, so it owns them).
-/// Replay it with [`CudaBackend::replay`] on the backend that captured it, while that backend
-/// keeps the preparation it was captured under.
-pub struct ForwardGraph {
-    // Field order is drop order: the graph before the buffers it points at.
-    graph: CudaGraph,
-    summary: ForwardSummary,
-    preparation: u64,
-    input: CudaSlice<f32>,
-    output: CudaSlice<f32>,
-}
-
-impl std::fmt::Debug for ForwardGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // cudarc's graph handle has no Debug.
-        f.debug_struct("ForwardGraph")
-            .field("summary", &self.summary)
-            .field("preparation", &self.preparation)
-            .field("input", &self.input)
-            .field("output", &self.output)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ForwardGraph {
-    /// What the captured pass runs.
-    pub fn summary(&self) -> &ForwardSummary {
-        &self.summary
-    }
-
-    /// The input buffer the graph reads (its first `batch * frames * features` values).
-    pub fn input(&self) -> &CudaSlice<f32> {
-        &self.input
-    }
-
-    /// The input buffer, to write the next replay's input into (on the backend's stream, or
-    /// synchronised before the replay).
-    pub fn input_mut(&mut self) -> &mut CudaSlice<f32> {
-        &mut self.input
-    }
-
-    /// The output buffer the graph writes (its first `batch * frames * 256` values).
-    pub fn output(&self) -> &CudaSlice<f32> {
-        &self.output
-    }
-
-    /// Gives the buffers back, dropping the graph.
-    pub fn into_buffers(self) -> (CudaSlice<f32>, CudaSlice<f32>) {
-        let ForwardGraph { input, output, .. } = self;
-        (input, output)
-    }
-}
-
 #[derive(Debug)]
-struct Prepared {
-    config: BackendConfig,
-    packing: StackPacking,
-    buffers: Buffers,
-    proj_done: CudaEvent,
-    side_done: CudaEvent,
+pub(crate) struct Prepared {
+    pub(crate) config: BackendConfig,
+    pub(crate) packing: StackPacking,
+    pub(crate) buffers: Buffers,
+    pub(crate) proj_done: CudaEvent,
+    pub(crate) side_done: CudaEvent,
+    /// Recorded on a caller's stream by [`CudaBackend::forward_foreign`].
+    pub(crate) foreign_joined: CudaEvent,
     /// Distinguishes preparations (a graph captured under one must not replay under another).
-    id: u64,
+    pub(crate) id: u64,
 }
 
 /// The CUDA backend: NVRTC-compiled kernels on one GPU (see the module docs).
 ///
 /// Each forward pass runs the plan core selects for its batch on this device with the compiled
-/// kernels' real resources: the resident recurrence where it fits an SM, else the wide or
-/// tiled cooperative one; FP32 projections with 64x64 or 128x128 tiles by row count, or in
+/// kernels' real resources: the cluster recurrence on GPUs with thread-block clusters, else the
+/// resident recurrence where it fits an SM, else the wide or tiled cooperative one; FP32 projections with 64x64 or 128x128 tiles by row count, or in
 /// `MathMode::Tf32` the TF32 tensor-core tile where core's rule allows it.
 /// [`CudaBackend::set_overrides`] forces a recurrence kind or projection tile. In FP32 the output
 /// bits do not depend on the recurrence kind, the batch a window runs in, the tile height, the
@@ -226,16 +98,17 @@ struct Prepared {
 pub struct CudaBackend {
     // Field order is drop order: buffers and events before the kernels, both before the
     // device (context and streams).
-    prepared: Option<Prepared>,
+    pub(crate) prepared: Option<Prepared>,
     /// Per-phase timing events (crate::phases), inert unless turned on.
     pub(crate) phases: crate::phases::PhaseTimer,
-    kernels: Option<Kernels>,
-    device: Device,
-    spin_timeout: Duration,
-    overrides: Overrides,
-    stall: Option<StallInjection>,
-    last: Option<ForwardSummary>,
-    preparations: u64,
+    pub(crate) kernels: Option<Kernels>,
+    pub(crate) device: Device,
+    pub(crate) spin_timeout: Duration,
+    pub(crate) overrides: Overrides,
+    /// Test-only fault injection ([`crate::hooks`]); always `None` in production.
+    pub(crate) stall: Option<StallInjection>,
+    pub(crate) last: Option<ForwardSummary>,
+    pub(crate) preparations: u64,
 }
 
 impl Drop for CudaBackend {
@@ -248,8 +121,12 @@ impl Drop for CudaBackend {
 }
 
 fn spin_timeout_from_env() -> Duration {
-    std::env::var(SPIN_TIMEOUT_ENV)
-        .ok()
+    parse_spin_timeout(std::env::var(SPIN_TIMEOUT_ENV).ok().as_deref())
+}
+
+/// A [`SPIN_TIMEOUT_ENV`] value: whole milliseconds above 0, else [`DEFAULT_SPIN_TIMEOUT`].
+fn parse_spin_timeout(value: Option<&str>) -> Duration {
+    value
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|&ms| ms > 0)
         .map_or(DEFAULT_SPIN_TIMEOUT, Duration::from_millis)
@@ -318,7 +195,7 @@ impl CudaBackend {
 
     /// The compiled kernels' real resources (registers, shared and local memory, occupancy),
     /// once [`Backend::prepare`] has compiled them.
-    pub fn kernel_resources(&self) -> Option<&[KernelResources]> {
+    pub fn kernel_resources(&self) -> Option<&[CompiledKernel]> {
         self.kernels.as_ref().map(|k| k.resources.as_slice())
     }
 
@@ -452,65 +329,14 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Test-only fault injection: makes one block of one cooperative recurrence launch never
-    /// publish (so forward passes of a wide or tiled plan end with [`CudaError::PartnerLost`]
-    /// after the spin timeout); `None` turns it off. The resident recurrence has no partners
-    /// and ignores it.
-    pub fn inject_stall(&mut self, stall: Option<StallInjection>) {
-        self.stall = stall;
-    }
-
     /// What the last successful (or timed-out) forward pass ran.
     pub fn last_forward(&self) -> Option<ForwardSummary> {
         self.last
     }
 
-    /// Test-only: fills every workspace (projections, layer outputs, exchange, error words)
-    /// with garbage derived from `seed`, the exchange with words whose flags are valid flags
-    /// of the coming pass. A correct forward pass must give the same bits afterwards.
-    ///
-    /// # Errors
-    /// [`CoreError::NotPrepared`]; [`CudaError::Driver`].
-    pub fn scribble_workspaces(&mut self, seed: u64) -> Result<(), CudaError> {
-        let stream = self.device.main.clone();
-        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
-        let mut rng = bilstm_core::rng::SplitMix64::new(seed);
-        let max_flag = (st.config.shape.layers * st.config.shape.frames).max(1) as u64;
-        let garbage = |rng: &mut bilstm_core::rng::SplitMix64, n: usize| -> Vec<f32> {
-            (0..n)
-                .map(|_| f32::from_bits(rng.next_u64() as u32))
-                .collect()
-        };
-        let b = &mut st.buffers;
-        let v = garbage(&mut rng, b.proj.len());
-        stream
-            .memcpy_htod(&v, &mut b.proj)
-            .map_err(CudaError::driver("scribbling"))?;
-        for out in &mut b.layer_out {
-            let v = garbage(&mut rng, out.len());
-            stream
-                .memcpy_htod(&v, out)
-                .map_err(CudaError::driver("scribbling"))?;
-        }
-        let words: Vec<u64> = (0..b.exchange.len())
-            .map(|_| ((1 + rng.next_u64() % max_flag) << 32) | (rng.next_u64() & 0xffff_ffff))
-            .collect();
-        stream
-            .memcpy_htod(&words, &mut b.exchange)
-            .map_err(CudaError::driver("scribbling"))?;
-        let errors = [ERROR_PARTNER_LOST, 7, 1, 99];
-        stream
-            .memcpy_htod(&errors[..], &mut b.error)
-            .map_err(CudaError::driver("scribbling"))?;
-        stream
-            .synchronize()
-            .map_err(CudaError::driver("scribbling"))?;
-        Ok(())
-    }
-
     /// Checks a device-buffer pass: batch within the preparation, buffers long enough and in
     /// this context. Returns the plan for `batch` and the output length.
-    fn check_device_io(
+    pub(crate) fn check_device_io(
         &self,
         input: &CudaSlice<f32>,
         batch: usize,
@@ -587,374 +413,6 @@ impl CudaBackend {
         enqueued.inspect_err(|_| self.drain())?;
         self.finish(ForwardSummary::of(plan))
     }
-
-    /// Captures one [`CudaBackend::forward_device`] pass of `batch` windows into a CUDA graph
-    /// (stream capture of the main stream, which forks to the side stream and joins back
-    /// through events): the plan, launches and addresses are fixed at capture time, and the
-    /// graph owns `input` and `output`. Nothing runs until [`CudaBackend::replay`].
-    ///
-    /// # Errors
-    /// As [`CudaBackend::forward_device`] (the buffers are dropped with the error), plus
-    /// [`CoreError::Unsupported`] for batch 0 (an empty pass enqueues nothing) and
-    /// [`CudaError::Driver`] when the driver refuses the capture or the instantiation.
-    pub fn capture_forward_device(
-        &mut self,
-        input: CudaSlice<f32>,
-        batch: usize,
-        output: CudaSlice<f32>,
-    ) -> Result<ForwardGraph, CudaError> {
-        let (plan, out_len) = self.check_device_io(&input, batch, &output)?;
-        if batch == 0 {
-            return Err(CoreError::Unsupported {
-                what: "graph capture of batch",
-                value: 0,
-                reason: "an empty batch enqueues nothing",
-            }
-            .into());
-        }
-        let preparation = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?.id;
-        let main = self.device.main.clone();
-        // Earlier work on the stream stays outside the graph.
-        main.synchronize()
-            .map_err(CudaError::driver("finishing work before a capture"))?;
-        let in_span = span(&input, &main);
-        let out_span = Span {
-            addr: span(&output, &main).addr,
-            len: out_len,
-        };
-        main.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(CudaError::driver("beginning a stream capture"))?;
-        let enqueued = self.enqueue(&plan, in_span, Some(out_span));
-        // The capture always ends, so the stream leaves capture mode whatever happened.
-        let ended = main.end_capture(CUgraphInstantiate_flags(0));
-        enqueued.inspect_err(|_| self.drain())?;
-        let graph = ended
-            .map_err(CudaError::driver("ending a stream capture"))?
-            .ok_or_else(|| CudaError::Internal {
-                what: "the stream capture produced no graph".into(),
-            })?;
-        Ok(ForwardGraph {
-            graph,
-            summary: ForwardSummary::of(plan),
-            preparation,
-            input,
-            output,
-        })
-    }
-
-    /// Runs a captured pass once and waits for it; after the graph ran, the error words are
-    /// checked as after any forward pass.
-    ///
-    /// # Errors
-    /// [`CudaError::Internal`] when the graph was captured by another backend or preparation;
-    /// [`CudaError::Driver`] when the launch fails; [`CudaError::PartnerLost`].
-    pub fn replay(&mut self, graph: &ForwardGraph) -> Result<(), CudaError> {
-        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
-        if st.id != graph.preparation {
-            return Err(CudaError::Internal {
-                what: "the graph was captured under another preparation (its buffers are gone)"
-                    .into(),
-            });
-        }
-        graph
-            .graph
-            .launch()
-            .map_err(CudaError::driver("launching a captured forward pass"))
-            .inspect_err(|_| self.drain())?;
-        self.finish(graph.summary)
-    }
-
-    /// Enqueues a whole pass of `plan`: (clear,) then per layer the projection and the
-    /// recurrence. `final_out` receives the last layer's output (`None`: the backend's own
-    /// layer buffer). Enqueues only: no allocation, no host synchronisation.
-    fn enqueue(&self, plan: &Plan, input: Span, final_out: Option<Span>) -> Result<(), CudaError> {
-        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
-        let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
-        let (main, side) = (&self.device.main, &self.device.side);
-        let shape = st.config.shape;
-        let b = &st.buffers;
-        let batch = plan.batch;
-        let exchange = b.exchange_span(main);
-        let error = span(&b.error, main);
-
-        // The cooperative kinds' exchange layout, zeroed once per pass.
-        let coop = match plan.schedule.choice {
-            RecurrenceSchedule::Cooperative(s) => {
-                let layout = match s.kind {
-                    RecurrenceKind::Wide => ExchangeLayout::wide(s.tile_height, s.tiles)?,
-                    RecurrenceKind::Tiled => ExchangeLayout::tiled(s.tiles)?,
-                    RecurrenceKind::Resident | RecurrenceKind::Cluster => {
-                        return Err(CudaError::Internal {
-                            what: format!("a cooperative schedule of the {} kind", s.kind),
-                        });
-                    }
-                };
-                if layout.words() > exchange.len {
-                    return Err(CudaError::Internal {
-                        what: format!(
-                            "exchange of {} words needed, {} allocated",
-                            layout.words(),
-                            exchange.len
-                        ),
-                    });
-                }
-                launch::clear::launch(
-                    k.get(KernelId::Clear)?,
-                    main,
-                    exchange,
-                    layout.words(),
-                    error,
-                    ERROR_WORDS,
-                )?;
-                Some((s, layout))
-            }
-            RecurrenceSchedule::Resident { .. } => None,
-            RecurrenceSchedule::Cluster(_) => {
-                // No exchange: only the error words a lost partner would report in.
-                launch::clear::launch(
-                    k.get(KernelId::Clear)?,
-                    main,
-                    exchange,
-                    0,
-                    error,
-                    ERROR_WORDS,
-                )?;
-                None
-            }
-        };
-
-        let rows = bilstm_core::error::checked_mul(batch, shape.frames, "forward rows")?;
-        let tile = plan.projection.choice;
-        let proj_fn = k.get(match tile {
-            ProjectionTile::Small64 => KernelId::ProjectionSmall,
-            ProjectionTile::Large128 => KernelId::ProjectionLarge,
-            ProjectionTile::Tf32 => KernelId::ProjectionTf32,
-            ProjectionTile::Tf32x3 => KernelId::ProjectionTf32x3,
-        })?;
-        let weights = span(&b.weights, main);
-        let proj = span(&b.proj, main);
-        let layer_out = [span(&b.layer_out[0], main), span(&b.layer_out[1], main)];
-        let missing = |what: &str| CudaError::Internal {
-            what: format!("packed offsets of {what} missing"),
-        };
-        let spin_timeout_ns = u64::try_from(self.spin_timeout.as_nanos()).unwrap_or(u64::MAX);
-
-        for layer in 0..shape.layers {
-            let width = shape.layer_input_width(layer);
-            let x = if layer == 0 {
-                input
-            } else {
-                layer_out[(layer - 1) % 2]
-            };
-            let out = match final_out {
-                Some(f) if layer + 1 == shape.layers => f,
-                _ => layer_out[layer % 2],
-            };
-            let offsets = [
-                st.packing
-                    .offsets(layer, Direction::Forward)
-                    .ok_or_else(|| missing("the forward direction"))?,
-                st.packing
-                    .offsets(layer, Direction::Reverse)
-                    .ok_or_else(|| missing("the reverse direction"))?,
-            ];
-            let piece = |at: usize| {
-                weights
-                    .offset(at, 4)
-                    .ok_or_else(|| missing("a tensor inside the buffer"))
-            };
-            // The TF32 kernel reads the gate-major TF32-rounded weights, the FP32 SIMT and 3xTF32
-            // ones the K-major FP32 weights.
-            let weights_of = |d: usize| {
-                piece(if tile.is_tf32() {
-                    offsets[d].input_tf32
-                } else {
-                    offsets[d].input_kmajor
-                })
-            };
-            let args = ProjectionArgs {
-                x,
-                weights: [weights_of(0)?, weights_of(1)?],
-                out: proj,
-                direction_stride: b.proj_direction_stride,
-                rows,
-                in_width: width,
-            };
-            self.phases.layer_start(layer, main)?;
-            let cc = self.device.info.facts.compute_capability;
-            if tile.is_tf32() {
-                launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
-            } else if tile == ProjectionTile::Tf32x3 {
-                launch::projection_tf32x3::launch(proj_fn, main, cc, &args)?;
-            } else {
-                launch::projection::launch(proj_fn, main, tile, &args)?;
-            }
-            self.phases.projected(layer, main)?;
-            let proj_of = |d: Direction| {
-                proj.offset(d.index() * b.proj_direction_stride, 4)
-                    .ok_or_else(|| missing("the projection's reverse half"))
-            };
-
-            if let Some(cluster) = plan.schedule.choice.cluster() {
-                let id = cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?;
-                let stall_cta = self.stall.filter(|s| s.layer == layer).map(|s| s.block);
-                launch::recurrence_cluster::launch(
-                    id.kernel(),
-                    k.get(id)?,
-                    main,
-                    &ClusterArgs {
-                        proj: [proj_of(Direction::Forward)?, proj_of(Direction::Reverse)?],
-                        recurrent: [piece(offsets[0].recurrent)?, piece(offsets[1].recurrent)?],
-                        bias: [piece(offsets[0].bias)?, piece(offsets[1].bias)?],
-                        out,
-                        error,
-                        batch,
-                        frames: shape.frames,
-                        layer,
-                        spin_timeout_ns,
-                        max_active_clusters: k.max_active_clusters_of(id),
-                        stall_cta,
-                    },
-                )?;
-                continue;
-            }
-            let Some((schedule, layout)) = coop else {
-                launch::recurrence_resident::launch(
-                    k.get(KernelId::RecurrenceResident)?,
-                    main,
-                    &ResidentArgs {
-                        proj: [proj_of(Direction::Forward)?, proj_of(Direction::Reverse)?],
-                        recurrent: [piece(offsets[0].recurrent)?, piece(offsets[1].recurrent)?],
-                        bias: [piece(offsets[0].bias)?, piece(offsets[1].bias)?],
-                        out,
-                        batch,
-                        frames: shape.frames,
-                        blocks_per_sm: plan.recurrence_occupancy.blocks_per_sm,
-                    },
-                )?;
-                continue;
-            };
-
-            self.proj_done_recorded(st, main, side)?;
-            for direction in Direction::ALL {
-                let o = offsets[direction.index()];
-                let stream = if schedule.concurrent && direction == Direction::Reverse {
-                    side
-                } else {
-                    main
-                };
-                let proj_dir = proj_of(direction)?;
-                for l in 0..schedule.launches_per_direction() {
-                    let stall_block = self
-                        .stall
-                        .filter(|s| s.layer == layer && s.direction == direction && l == 0)
-                        .map(|s| s.block);
-                    let args = CoopArgs {
-                        proj: proj_dir,
-                        recurrent: piece(o.recurrent)?,
-                        bias: piece(o.bias)?,
-                        out,
-                        exchange,
-                        error,
-                        layout,
-                        batch,
-                        frames: shape.frames,
-                        layer,
-                        direction,
-                        tiles: schedule.launch_tiles(l),
-                        co_resident_blocks: plan.co_resident_blocks,
-                        spin_timeout_ns,
-                        stall_block,
-                    };
-                    if schedule.kind == RecurrenceKind::Tiled {
-                        launch::recurrence_tiled::launch(
-                            k.get(KernelId::RecurrenceTiled)?,
-                            stream,
-                            &args,
-                        )?;
-                    } else {
-                        launch::recurrence_wide::launch(
-                            k.get(KernelId::RecurrenceWide)?,
-                            stream,
-                            &args,
-                        )?;
-                    }
-                }
-            }
-            st.side_done
-                .record(side)
-                .map_err(CudaError::driver("recording the side stream's event"))?;
-            main.wait(&st.side_done)
-                .map_err(CudaError::driver("joining the side stream"))?;
-        }
-        self.phases.pass_end(shape.layers, main)?;
-        Ok(())
-    }
-
-    /// Waits for whatever a failed pass left queued on either stream, so the next pass (whose
-    /// clear rewrites the exchange) never overlaps it. Errors here are the failed pass's own.
-    fn drain(&self) {
-        let _ = self.device.side.synchronize();
-        let _ = self.device.main.synchronize();
-    }
-
-    fn proj_done_recorded(
-        &self,
-        st: &Prepared,
-        main: &CudaStream,
-        side: &CudaStream,
-    ) -> Result<(), CudaError> {
-        st.proj_done
-            .record(main)
-            .map_err(CudaError::driver("recording the projection's event"))?;
-        side.wait(&st.proj_done)
-            .map_err(CudaError::driver("making the side stream wait"))
-    }
-
-    /// Waits for the pass (the main stream has joined the side stream) and, after a
-    /// cooperative pass, reads the error words and turns a kernel's report into an error.
-    fn finish(&mut self, summary: ForwardSummary) -> Result<(), CudaError> {
-        self.last = Some(summary);
-        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
-        let kernel = match summary.recurrence {
-            RecurrenceKind::Resident => {
-                return self
-                    .device
-                    .main
-                    .synchronize()
-                    .map_err(CudaError::driver("finishing a forward pass"));
-            }
-            RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
-            RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
-            RecurrenceKind::Cluster => match summary.plan.schedule.choice.cluster() {
-                Some(c) => {
-                    cluster_kernel(c.cluster_size, c.windows_per_cluster)?
-                        .kernel()
-                        .entry
-                }
-                None => "bilstm_recurrence_cluster",
-            },
-        };
-        let mut report = [0i32; ERROR_WORDS];
-        self.device
-            .main
-            .memcpy_dtoh(&st.buffers.error, &mut report[..])
-            .map_err(CudaError::driver("reading the kernels' error words"))?;
-        match report[0] {
-            ERROR_NONE => Ok(()),
-            ERROR_PARTNER_LOST => Err(CudaError::PartnerLost {
-                kernel,
-                layer: usize::try_from(report[1]).unwrap_or(usize::MAX),
-                direction: if report[2] == 0 {
-                    Direction::Forward
-                } else {
-                    Direction::Reverse
-                },
-                step: usize::try_from(report[3]).unwrap_or(usize::MAX),
-            }),
-            code => Err(CudaError::KernelReport { kernel, code }),
-        }
-    }
 }
 
 /// Core's kernel resources with every compiled kernel's real usage.
@@ -979,22 +437,6 @@ fn real_resources(k: &Kernels) -> Option<plan::KernelResources> {
             Some(k.max_active_clusters_of(KernelId::RecurrenceCluster4)),
         ],
     })
-}
-
-/// The cluster kernel of `size` CTAs per cluster running `windows` windows each.
-///
-/// # Errors
-/// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those of
-/// `bilstm_core::geometry::CLUSTER_SIZES` and `CLUSTER_MULTI_WINDOW_SIZE`).
-fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
-    match (size, windows) {
-        (2, 1) => Ok(KernelId::RecurrenceCluster2),
-        (4, 1) => Ok(KernelId::RecurrenceCluster4),
-        (2, 2) => Ok(KernelId::RecurrenceCluster2W2),
-        _ => Err(CudaError::Internal {
-            what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
-        }),
-    }
 }
 
 impl Backend for CudaBackend {
@@ -1043,6 +485,11 @@ impl Backend for CudaBackend {
             .ctx
             .new_event(flags)
             .map_err(CudaError::driver("creating an event"))?;
+        let foreign_joined = self
+            .device
+            .ctx
+            .new_event(flags)
+            .map_err(CudaError::driver("creating an event"))?;
         self.preparations = self.preparations.wrapping_add(1);
         self.prepared = Some(Prepared {
             config: *config,
@@ -1050,6 +497,7 @@ impl Backend for CudaBackend {
             buffers,
             proj_done,
             side_done,
+            foreign_joined,
             id: self.preparations,
         });
         Ok(())
@@ -1061,8 +509,47 @@ impl Backend for CudaBackend {
         batch: usize,
         output: &mut [f32],
     ) -> Result<(), CudaError> {
+        self.host_forward(input, batch, output, None)
+    }
+
+    /// As [`Backend::forward`] (the same output bits); the recurrence kernels write every layer's
+    /// and direction's final hidden and cell states into device buffers on every pass, and this
+    /// downloads them after the output.
+    ///
+    /// # Errors
+    /// As [`Backend::forward`], plus [`CoreError::Shape`] (`"h_n length"`, `"c_n length"`) for
+    /// state tensors other than `layers * 2 * batch * 128` values.
+    fn forward_with_state(
+        &mut self,
+        input: &[f32],
+        batch: usize,
+        output: &mut [f32],
+        h_n: &mut [f32],
+        c_n: &mut [f32],
+    ) -> Result<(), CudaError> {
+        self.host_forward(input, batch, output, Some((h_n, c_n)))
+    }
+
+    fn config(&self) -> Option<&BackendConfig> {
+        self.prepared.as_ref().map(|p| &p.config)
+    }
+}
+
+impl CudaBackend {
+    /// The host-slice forward of [`Backend::forward`]; with `state`, also the final states of
+    /// [`Backend::forward_with_state`].
+    fn host_forward(
+        &mut self,
+        input: &[f32],
+        batch: usize,
+        output: &mut [f32],
+        state: Option<(&mut [f32], &mut [f32])>,
+    ) -> Result<(), CudaError> {
         let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
         let shape = st.config.shape;
+        if let Some((h_n, c_n)) = &state {
+            shape.check_state(batch, h_n.len(), c_n.len())?;
+        }
         if batch > st.config.max_batch {
             return Err(CoreError::BatchTooLarge {
                 batch,
@@ -1101,56 +588,43 @@ impl Backend for CudaBackend {
         main.memcpy_dtoh(&src, output)
             .map_err(CudaError::driver("downloading the output"))
             .inspect_err(|_| self.drain())?;
+        if let Some((h_n, c_n)) = state {
+            for (buffer, host) in [(&st.buffers.state_h, h_n), (&st.buffers.state_c, c_n)] {
+                let src = buffer
+                    .try_slice(0..host.len())
+                    .ok_or_else(|| CudaError::Internal {
+                        what: "final-state buffer shorter than the batch".into(),
+                    })?;
+                main.memcpy_dtoh(&src, host)
+                    .map_err(CudaError::driver("downloading the final states"))
+                    .inspect_err(|_| self.drain())?;
+            }
+        }
         self.finish(ForwardSummary::of(plan))
-    }
-
-    fn config(&self) -> Option<&BackendConfig> {
-        self.prepared.as_ref().map(|p| &p.config)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bilstm_core::device::table;
 
     #[test]
-    fn spin_timeout_env_parsing_falls_back_to_the_default() {
-        // Only the default is observable without touching the process environment.
-        assert!(DEFAULT_SPIN_TIMEOUT >= Duration::from_millis(100));
-    }
-
-    #[test]
-    fn summaries_describe_resident_grids_as_one_window_tiles() {
-        let h200 = table::find("h200").unwrap().facts;
-        let shape = StackShape::pyannote();
-        let r = plan::KernelResources::nominal();
-        // An H200 without cluster launch, so that the resident kernel runs.
-        let h200 = bilstm_core::device::DeviceFacts {
-            max_cluster_size: 0,
-            ..h200
-        };
-        let p = plan::select(&h200, &r, &shape, 33, MathMode::Fp32).unwrap();
-        assert_eq!(p.recurrence.choice, RecurrenceKind::Resident);
-        let s = ForwardSummary::of(p);
+    fn spin_timeouts_parse_milliseconds_and_fall_back_to_the_default() {
+        assert_eq!(parse_spin_timeout(Some("250")), Duration::from_millis(250));
         assert_eq!(
-            (
-                s.schedule.tiles,
-                s.schedule.blocks_per_tile,
-                s.schedule.tile_height
-            ),
-            (33, 2, 1)
+            parse_spin_timeout(Some(" 120000 ")),
+            Duration::from_secs(120)
         );
-        assert_eq!(s.schedule.launches_per_direction(), 1);
-        let forced = Overrides {
-            recurrence: Some(RecurrenceKind::Tiled),
-            projection: None,
-            cluster_size: None,
-            cluster_windows: None,
-        };
-        let p = plan::select_with(&h200, &r, &shape, 33, MathMode::Fp32, &forced).unwrap();
-        let s = ForwardSummary::of(p);
-        assert_eq!(s.recurrence, RecurrenceKind::Tiled);
-        assert_eq!(Some(&s.schedule), p.coop_schedule());
+        for bad in [
+            None,
+            Some(""),
+            Some("0"),
+            Some("-5"),
+            Some("2s"),
+            Some("1e3"),
+        ] {
+            assert_eq!(parse_spin_timeout(bad), DEFAULT_SPIN_TIMEOUT, "{bad:?}");
+        }
+        assert!(DEFAULT_SPIN_TIMEOUT >= Duration::from_millis(100));
     }
 }

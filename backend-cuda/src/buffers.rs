@@ -8,6 +8,7 @@
 //! | `layer_out[2]` | `max_batch * frames * 256` f32 each | layer outputs, ping-pong (the last layer's is the stack output) |
 //! | `exchange` | the largest wide or tiled layout of any batch up to `max_batch` (u64) | the hidden-state exchange of the cooperative recurrences (the resident one uses none); its base is aligned to `EXCHANGE_ALIGN_BYTES` inside the allocation |
 //! | `error` | `ERROR_WORDS` i32 | the kernels' error report |
+//! | `state_h`, `state_c` | `2 * layers * max_batch * 128` f32 each | every layer's and direction's final hidden and cell states, `[layers * 2, batch, 128]` for the batch of the pass (`Backend::forward_with_state`) |
 
 use std::sync::Arc;
 
@@ -55,6 +56,10 @@ pub(crate) struct Buffers {
     /// Usable words from the aligned base.
     pub exchange_words: usize,
     pub error: CudaSlice<i32>,
+    /// Final hidden states `[layers * 2, batch, 128]` of the last pass.
+    pub state_h: CudaSlice<f32>,
+    /// Final cell states, laid out as `state_h`.
+    pub state_c: CudaSlice<f32>,
 }
 
 fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
@@ -117,6 +122,9 @@ impl Buffers {
         ];
         let exchange = alloc::<u64>(stream, exchange_alloc)?;
         let error = alloc::<i32>(stream, ERROR_WORDS)?;
+        let state_len = shape.state_len(max_batch)?;
+        let state_h = alloc::<f32>(stream, state_len)?;
+        let state_c = alloc::<f32>(stream, state_len)?;
         let base = span(&exchange, stream).addr;
         let align = EXCHANGE_ALIGN_BYTES as u64;
         let aligned = base.div_ceil(align) * align;
@@ -141,6 +149,8 @@ impl Buffers {
             exchange_offset_words,
             exchange_words,
             error,
+            state_h,
+            state_c,
         })
     }
 

@@ -15,9 +15,9 @@ use crate::compile::{self, PtxOrigin};
 use crate::error::CudaError;
 use crate::launch::sys;
 
-/// The oldest compute capability the kernels support: 7.0 (relaxed GPU-scope loads and
-/// stores, `__shfl_xor_sync`, `%globaltimer`).
-pub const MIN_COMPUTE_CAPABILITY: (u32, u32) = (7, 0);
+/// The oldest compute capability the kernels support: core's (one definition, in
+/// `bilstm_core::plan`).
+pub use bilstm_core::plan::MIN_COMPUTE_CAPABILITY;
 
 /// What the backend knows about its GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,7 +185,7 @@ pub const fn launch_shape(kernel: KernelId) -> (u32, u32) {
 /// What one compiled kernel really uses on this device (from the driver's function
 /// attributes), and how many of its blocks an SM holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelResources {
+pub struct CompiledKernel {
     /// The kernel.
     pub kernel: KernelId,
     /// Threads per block it is launched with ([`launch_shape`]).
@@ -210,7 +210,7 @@ pub struct KernelResources {
     pub ptx_origin: PtxOrigin,
 }
 
-impl KernelResources {
+impl CompiledKernel {
     /// The usage as core's occupancy calculator takes it.
     pub fn usage(&self) -> KernelUsage {
         KernelUsage {
@@ -235,7 +235,7 @@ const CLUSTER_KERNELS: [KernelId; 3] = [
 
 pub(crate) struct Kernels {
     functions: Vec<(KernelId, CudaFunction)>,
-    pub resources: Vec<KernelResources>,
+    pub resources: Vec<CompiledKernel>,
     /// Clusters of each cluster kernel the device holds at once (`cuOccupancyMaxActiveClusters`),
     /// in [`CLUSTER_KERNELS`] order; 0 where the device has no clusters.
     pub max_active_clusters: [u32; CLUSTER_KERNELS.len()],
@@ -250,7 +250,7 @@ impl Kernels {
     /// [`CudaError::Unavailable`] / [`CudaError::Compile`] from NVRTC;
     /// [`CudaError::Driver`] when a module does not load; [`CudaError::OccupancyMismatch`]
     /// when core's occupancy differs from the driver's (set `BILSTM_OCCUPANCY_CHECK=warn` to
-    /// record the disagreement in [`KernelResources`] instead).
+    /// record the disagreement in [`CompiledKernel`] instead).
     pub(crate) fn load(device: &Device) -> Result<Kernels, CudaError> {
         let mut modules: Vec<(&'static str, Arc<CudaModule>, PtxOrigin)> = Vec::new();
         let strict = std::env::var("BILSTM_OCCUPANCY_CHECK").map_or(true, |v| v != "warn");
@@ -330,7 +330,7 @@ impl Kernels {
     }
 
     /// The resources of `id`.
-    pub(crate) fn resources_of(&self, id: KernelId) -> Option<KernelResources> {
+    pub(crate) fn resources_of(&self, id: KernelId) -> Option<CompiledKernel> {
         self.resources.iter().find(|r| r.kernel == id).copied()
     }
 
@@ -411,7 +411,7 @@ fn resources_of(
     id: KernelId,
     f: &CudaFunction,
     origin: PtxOrigin,
-) -> Result<KernelResources, CudaError> {
+) -> Result<CompiledKernel, CudaError> {
     let get = |what: &'static str,
                v: Result<i32, cudarc::driver::DriverError>|
      -> Result<u32, CudaError> {
@@ -462,7 +462,7 @@ fn resources_of(
         dynamic_shared_bytes,
     };
     let core_blocks_per_sm = occupancy::blocks_per_sm(&device.info.facts, &usage).blocks_per_sm;
-    Ok(KernelResources {
+    Ok(CompiledKernel {
         kernel: id,
         threads,
         dynamic_shared_bytes,

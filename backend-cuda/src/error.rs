@@ -60,6 +60,16 @@ pub enum CudaError {
         #[source]
         source: DriverError,
     },
+    /// A buffer handed to [`crate::CudaBackend::forward_foreign`] is not what the pass needs
+    /// (not device memory of this GPU, too short, misaligned, overlapping). Kind
+    /// [`ErrorKind::InvalidInput`].
+    #[error("foreign buffer {what}: {problem}")]
+    Foreign {
+        /// Which buffer (`"input"`, `"output"`, `"h_n"`, `"c_n"`).
+        what: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A launch's arguments broke the kernel's contract (checked before launching). A bug in
     /// bilstm: kind [`ErrorKind::Internal`].
     #[error("launch of {kernel} refused: {what} (needed {needed}, have {have})")]
@@ -139,7 +149,7 @@ impl BackendError for CudaError {
             CudaError::Unsupported { .. } => ErrorKind::Unsupported,
             CudaError::Driver { .. } | CudaError::Launch { .. } => ErrorKind::Device,
             CudaError::PartnerLost { .. } => ErrorKind::Timeout,
-            CudaError::DeviceBuffer { .. } => ErrorKind::InvalidInput,
+            CudaError::DeviceBuffer { .. } | CudaError::Foreign { .. } => ErrorKind::InvalidInput,
             CudaError::Contract { .. }
             | CudaError::KernelReport { .. }
             | CudaError::OccupancyMismatch { .. }

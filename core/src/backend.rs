@@ -67,6 +67,25 @@ pub trait Backend {
         output: &mut [f32],
     ) -> Result<(), Self::Error>;
 
+    /// Runs the stack on `batch` windows as [`Backend::forward`] does (the same output bits) and
+    /// also writes every layer's and direction's final hidden and cell states, as PyTorch's
+    /// `nn.LSTM` returns them: `h_n` and `c_n` are `[layers * 2, batch, hidden]`
+    /// ([`StackShape::state_len`] values each), index `2 * layer + direction` (forward 0,
+    /// reverse 1). The forward direction's final state is at the window's last frame, the
+    /// reverse direction's at its first (the last step it computes).
+    ///
+    /// # Errors
+    /// As [`Backend::forward`], plus [`crate::ErrorKind::InvalidInput`] for `h_n` or `c_n` of
+    /// the wrong length.
+    fn forward_with_state(
+        &mut self,
+        input: &[f32],
+        batch: usize,
+        output: &mut [f32],
+        h_n: &mut [f32],
+        c_n: &mut [f32],
+    ) -> Result<(), Self::Error>;
+
     /// The configuration of the last successful [`Backend::prepare`], if any.
     fn config(&self) -> Option<&BackendConfig>;
 }

@@ -1,9 +1,10 @@
-//! Gate nonlinearities in f32 as the CPU backend computes them.
+//! Gate nonlinearities in f32 through libm: a scalar, portable statement of `σ` and `tanh`.
 //!
-//! They are libm's correctly-rounded-in-practice software functions, so the CPU backend gives
-//! the same bits on every x86-64 and ARM host and for any thread count. The GPU kernels use a
-//! different `exp` (hardware `ex2.approx`, see `kernels/cuda/numerics.cuh`), so CPU and GPU
-//! bits differ; each is deterministic on its own.
+//! No backend computes with these: the CPU backend has its own vectorised Cephes-style
+//! functions (`bilstm-cpu`'s `simd::math`, whose bits differ from libm's), and the GPU kernels
+//! theirs (`kernels/cuda/numerics.cuh`, hardware `ex2.approx`). They remain as the f32
+//! definitions the tests and tools may compare against; each backend is deterministic on its
+//! own and the backends' bits differ.
 
 /// Logistic sigmoid `1 / (1 + e^-x)`; saturates to exactly 0 or 1 for large |x|; NaN stays NaN.
 pub fn sigmoid(x: f32) -> f32 {

@@ -40,6 +40,37 @@ pub fn forward_f64(
     workspace: &mut [f64],
     output: &mut [f64],
 ) -> Result<(), CoreError> {
+    forward_f64_inner(weights, input, batch, workspace, output, None)
+}
+
+/// [`forward_f64`] that also writes every layer's and direction's final hidden and cell states,
+/// `[layers * 2, batch, hidden]` each, index `2 * layer + direction` (as
+/// `Backend::forward_with_state` and PyTorch's `nn.LSTM` lay them out).
+///
+/// # Errors
+/// As [`forward_f64`], plus [`CoreError::Shape`] (`"h_n length"`, `"c_n length"`) for state
+/// tensors of the wrong length.
+pub fn forward_f64_with_state(
+    weights: &StackWeights<'_>,
+    input: &[f32],
+    batch: usize,
+    workspace: &mut [f64],
+    output: &mut [f64],
+    h_n: &mut [f64],
+    c_n: &mut [f64],
+) -> Result<(), CoreError> {
+    weights.shape().check_state(batch, h_n.len(), c_n.len())?;
+    forward_f64_inner(weights, input, batch, workspace, output, Some((h_n, c_n)))
+}
+
+fn forward_f64_inner(
+    weights: &StackWeights<'_>,
+    input: &[f32],
+    batch: usize,
+    workspace: &mut [f64],
+    output: &mut [f64],
+    mut final_state: Option<(&mut [f64], &mut [f64])>,
+) -> Result<(), CoreError> {
     let shape = *weights.shape();
     shape.check_io(batch, input.len(), output.len())?;
     let need = workspace_len(&shape, batch)?;
@@ -107,6 +138,11 @@ pub fn forward_f64(
                         hs[u] = o * libm::tanh(cs[u]);
                         dst[out_row + u] = hs[u];
                     }
+                }
+                if let Some((h_n, c_n)) = &mut final_state {
+                    let at = ((2 * layer + direction.index()) * batch + w) * h;
+                    h_n[at..at + h].copy_from_slice(hs);
+                    c_n[at..at + h].copy_from_slice(cs);
                 }
             }
         }

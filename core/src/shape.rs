@@ -122,6 +122,39 @@ impl StackShape {
         )
     }
 
+    /// Values in each of the final-state tensors `h_n` and `c_n` of `batch` windows:
+    /// `2 * layers * batch * hidden`, laid out as PyTorch's `nn.LSTM` returns them,
+    /// `[layers * 2, batch, hidden]` with index `2 * layer + direction` (forward 0, reverse 1).
+    ///
+    /// # Errors
+    /// [`CoreError::Overflow`] when the product does not fit `usize`.
+    pub fn state_len(&self, batch: usize) -> Result<usize, CoreError> {
+        checked_mul(
+            checked_mul(batch, 2 * self.layers, "final state length")?,
+            self.hidden,
+            "final state length",
+        )
+    }
+
+    /// Checks the lengths of the final-state tensors `h_n` and `c_n` for `batch` windows
+    /// ([`StackShape::state_len`] each).
+    ///
+    /// # Errors
+    /// [`CoreError::Shape`] naming the tensor whose length is wrong, or [`CoreError::Overflow`].
+    pub fn check_state(&self, batch: usize, h_n: usize, c_n: usize) -> Result<(), CoreError> {
+        let want = self.state_len(batch)?;
+        for (what, got) in [("h_n length", h_n), ("c_n length", c_n)] {
+            if got != want {
+                return Err(CoreError::Shape {
+                    what,
+                    expected: want,
+                    got,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the input and output lengths for `batch` windows.
     ///
     /// # Errors
@@ -317,5 +350,28 @@ mod tests {
         assert_eq!(Direction::Forward.frame_at(5, 589), 5);
         assert_eq!(MathMode::parse("TF32"), Some(MathMode::Tf32));
         assert_eq!(MathMode::parse("fp16"), None);
+    }
+
+    #[test]
+    fn state_lengths() {
+        let s = StackShape::pyannote();
+        assert_eq!(s.state_len(3).unwrap(), 8 * 3 * 128);
+        assert!(s.check_state(3, 3072, 3072).is_ok());
+        assert!(matches!(
+            s.check_state(3, 3071, 3072),
+            Err(CoreError::Shape {
+                what: "h_n length",
+                expected: 3072,
+                got: 3071
+            })
+        ));
+        assert!(matches!(
+            s.check_state(3, 3072, 0),
+            Err(CoreError::Shape {
+                what: "c_n length",
+                ..
+            })
+        ));
+        assert!(s.state_len(usize::MAX).is_err());
     }
 }

@@ -8,7 +8,7 @@
 #endif
 
 // The parameters of bilstm_recurrence_wide and bilstm_recurrence_tiled, mirrored by
-// bilstm_kernels::params::RecurrenceCoopParams (104 bytes, every offset tested there).
+// bilstm_kernels::params::RecurrenceCoopParams (120 bytes, every offset tested there).
 struct bl_recurrence_coop_params {
     const float* proj;
     const float* recurrent;
@@ -32,8 +32,11 @@ struct bl_recurrence_coop_params {
     // publishes (so its partners must report BL_ERROR_PARTNER_LOST); -1 in production.
     int stall_block;
     bl_u32 reserved;
+    // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
+    float* state_h;
+    float* state_c;
 };
-static_assert(sizeof(bl_recurrence_coop_params) == 104,
+static_assert(sizeof(bl_recurrence_coop_params) == 120,
               "mirrors bilstm_kernels::params::RecurrenceCoopParams");
 
 // A block's place in the launch: its producer index in the tile, its tile, the windows of the
@@ -107,6 +110,12 @@ __device__ __forceinline__ void bl_coop_cell(const bl_recurrence_coop_params& p,
                                  bl_preactivation(gates_in.w, dots.w, bias.w), &c);
     if (stores) {
         p.out[row * (2 * BILSTM_HIDDEN) + p.direction * BILSTM_HIDDEN + unit] = h;
+        if (step + 1u == p.frames && p.state_h != nullptr) {
+            // The last step: the window's final state (row = window * frames + frame).
+            const bl_u64 at = ((bl_u64)p.direction * p.batch + row / p.frames) * BILSTM_HIDDEN + unit;
+            p.state_h[at] = h;
+            p.state_c[at] = c;
+        }
         bl_u64* address =
             p.exchange + bl_word_index(b.layout, p.direction, b.tile, step & 1u, b.block, window, unit_in_block);
         bl_st_relaxed_u64(address, bl_exchange_word(bl_exchange_flag(p.layer, p.frames, step), h));

@@ -19,7 +19,7 @@
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
 //   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
 //   (1,040 bytes for W = 1, 2,064 for W = 2).
-// - Parameters: bl_recurrence_cluster_params (88 bytes), mirrored by
+// - Parameters: bl_recurrence_cluster_params (104 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
 // - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
 //   floats of direction d, recurrent[d] the packed rows [BILSTM_GATE_ROWS, BILSTM_HIDDEN], bias[d]
@@ -93,8 +93,11 @@ struct bl_recurrence_cluster_params {
     bl_u32 frames;
     bl_u32 layer;
     int stall_cta;
+    // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
+    float* state_h;
+    float* state_c;
 };
-static_assert(sizeof(bl_recurrence_cluster_params) == 88,
+static_assert(sizeof(bl_recurrence_cluster_params) == 104,
               "mirrors bilstm_kernels::params::RecurrenceClusterParams");
 
 constexpr int BL_CL_THREADS = BILSTM_CLUSTER_THREADS;
@@ -406,6 +409,13 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                 }
                 if ((bl_u32)w < valid) {
                     p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
+                    if (step + 1u == frames && p.state_h != nullptr) {
+                        const bl_u64 at =
+                            ((bl_u64)direction * p.batch + first_window + (bl_u32)w) * BILSTM_HIDDEN +
+                            unit;
+                        p.state_h[at] = h;
+                        p.state_c[at] = c[w];
+                    }
                 }
             }
         }

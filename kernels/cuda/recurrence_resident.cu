@@ -13,7 +13,7 @@
 //   then two hidden vectors of BILSTM_HIDDEN floats, then one step's BILSTM_GATE_ROWS
 //   projection floats), which the host first allows with
 //   cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). No static shared memory.
-// - Parameters: bl_recurrence_resident_params (64 bytes), mirrored by
+// - Parameters: bl_recurrence_resident_params (80 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceResidentParams.
 // - Preconditions: for d = 0, 1: proj[d] holds batch * frames * BILSTM_GATE_ROWS floats of
 //   direction d (row = window * frames + frame, packed gate columns unit * 4 + gate);
@@ -79,8 +79,11 @@ struct bl_recurrence_resident_params {
     float* out;
     bl_u32 batch;
     bl_u32 frames;
+    // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
+    float* state_h;
+    float* state_c;
 };
-static_assert(sizeof(bl_recurrence_resident_params) == 64,
+static_assert(sizeof(bl_recurrence_resident_params) == 80,
               "mirrors bilstm_kernels::params::RecurrenceResidentParams");
 
 constexpr int BL_RES_THREADS = BILSTM_RESIDENT_THREADS;
@@ -304,6 +307,11 @@ extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
                                          bl_preactivation(gates_in.w, dot_o, bias.w), &c);
             h_s[(step & 1) * BILSTM_HIDDEN + unit] = h;
             p.out[(window_row + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
+            if (step + 1 == frames && p.state_h != nullptr) {
+                const bl_u64 at = ((bl_u64)direction * p.batch + window) * BILSTM_HIDDEN + unit;
+                p.state_h[at] = h;
+                p.state_c[at] = c;
+            }
         }
         __syncthreads();
     }

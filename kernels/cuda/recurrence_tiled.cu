@@ -12,7 +12,7 @@
 //   BILSTM_TILED_BLOCKS_PER_TILE. Block: (BILSTM_BLOCK_THREADS, 1, 1). Dynamic shared bytes: 0
 //   (static: two hidden-state stages of BILSTM_TILED_WINDOWS x (BILSTM_HIDDEN +
 //   BILSTM_TILED_UNITS_PER_BLOCK) floats, 9,216 bytes).
-// - Parameters: bl_recurrence_coop_params (coop.cuh, 104 bytes; shared with
+// - Parameters: bl_recurrence_coop_params (coop.cuh, 120 bytes; shared with
 //   recurrence_wide.cu), mirrored by bilstm_kernels::params::RecurrenceCoopParams.
 // - Preconditions: tile_height == BILSTM_TILED_WINDOWS (any other value: every block returns at
 //   once, writing nothing); proj holds batch * frames * BILSTM_GATE_ROWS floats of this direction (row =

@@ -11,7 +11,7 @@
 //   BILSTM_WIDE_BLOCKS_PER_TILE. Block: (BILSTM_BLOCK_THREADS, 1, 1). Dynamic shared bytes: 0
 //   (static: two hidden-state stages of BILSTM_WIDE_MAX_TILE_HEIGHT x (BILSTM_HIDDEN +
 //   BILSTM_WIDE_UNITS_PER_BLOCK) floats, 34,816 bytes).
-// - Parameters: bl_recurrence_coop_params (coop.cuh, 104 bytes; shared with
+// - Parameters: bl_recurrence_coop_params (coop.cuh, 120 bytes; shared with
 //   recurrence_tiled.cu), mirrored by bilstm_kernels::params::RecurrenceCoopParams.
 // - Preconditions: tile_height is 8, 16 or 32 (<= BILSTM_WIDE_MAX_TILE_HEIGHT; the same compiled
 //   kernel serves all three; any other value: every block returns at once, writing nothing); proj holds batch * frames * BILSTM_GATE_ROWS floats of this

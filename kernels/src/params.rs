@@ -100,8 +100,13 @@ pub struct RecurrenceCoopParams {
     pub stall_block: i32,
     /// Padding; zero.
     pub reserved: u32,
+    /// `float*` or 0: this layer's final hidden states `[2, batch, 128]` (direction-major: the
+    /// layer's block of `h_n`), written by the cell lanes at their last step; 0 writes none.
+    pub state_h: u64,
+    /// `float*` or 0: this layer's final cell states, laid out as `state_h`.
+    pub state_c: u64,
 }
-const _: () = assert!(size_of::<RecurrenceCoopParams>() == 104);
+const _: () = assert!(size_of::<RecurrenceCoopParams>() == 120);
 
 /// Parameters of `bilstm_recurrence_resident` (`bl_recurrence_resident_params` in
 /// `recurrence_resident.cu`): both directions of one layer in one launch, so the per-direction
@@ -121,8 +126,13 @@ pub struct RecurrenceResidentParams {
     pub batch: u32,
     /// Frames (steps) per window.
     pub frames: u32,
+    /// `float*` or 0: this layer's final hidden states `[2, batch, 128]` (direction-major: the
+    /// layer's block of `h_n`), written by the cell lanes at their last step; 0 writes none.
+    pub state_h: u64,
+    /// `float*` or 0: this layer's final cell states, laid out as `state_h`.
+    pub state_c: u64,
 }
-const _: () = assert!(size_of::<RecurrenceResidentParams>() == 64);
+const _: () = assert!(size_of::<RecurrenceResidentParams>() == 80);
 
 /// Parameters of `bilstm_recurrence_cluster2` and `bilstm_recurrence_cluster4`
 /// (`bl_recurrence_cluster_params` in `recurrence_cluster.cu`).
@@ -150,8 +160,13 @@ pub struct RecurrenceClusterParams {
     pub layer: u32,
     /// Test hook: the CTA (`blockIdx.x`) that never publishes; -1 in production.
     pub stall_cta: i32,
+    /// `float*` or 0: this layer's final hidden states `[2, batch, 128]` (direction-major: the
+    /// layer's block of `h_n`), written by the cell lanes at their last step; 0 writes none.
+    pub state_h: u64,
+    /// `float*` or 0: this layer's final cell states, laid out as `state_h`.
+    pub state_c: u64,
 }
-const _: () = assert!(size_of::<RecurrenceClusterParams>() == 88);
+const _: () = assert!(size_of::<RecurrenceClusterParams>() == 104);
 
 /// Parameters of `bilstm_projection_tf32` (`bl_projection_tf32_params` in `projection_tf32.cu`).
 #[repr(C)]
@@ -230,6 +245,8 @@ mod tests {
             offset_of!(RecurrenceCoopParams, reserved),
         ];
         assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100]);
+        assert_eq!(offset_of!(RecurrenceCoopParams, state_h), 104);
+        assert_eq!(offset_of!(RecurrenceCoopParams, state_c), 112);
     }
 
     /// The C mirror in `coop.cuh` declares the same fields in the same order (the offsets above
@@ -273,6 +290,8 @@ mod tests {
             ("bl_u32", "direction_stride"),
             ("int", "stall_block"),
             ("bl_u32", "reserved"),
+            ("float*", "state_h"),
+            ("float*", "state_c"),
         ];
         let got: Vec<(&str, &str)> = fields
             .iter()
@@ -293,6 +312,8 @@ mod tests {
         assert_eq!(offset_of!(RecurrenceResidentParams, out), 48);
         assert_eq!(offset_of!(RecurrenceResidentParams, batch), 56);
         assert_eq!(offset_of!(RecurrenceResidentParams, frames), 60);
+        assert_eq!(offset_of!(RecurrenceResidentParams, state_h), 64);
+        assert_eq!(offset_of!(RecurrenceResidentParams, state_c), 72);
     }
 
     #[test]
@@ -308,8 +329,10 @@ mod tests {
             offset_of!(RecurrenceClusterParams, frames),
             offset_of!(RecurrenceClusterParams, layer),
             offset_of!(RecurrenceClusterParams, stall_cta),
+            offset_of!(RecurrenceClusterParams, state_h),
+            offset_of!(RecurrenceClusterParams, state_c),
         ];
-        assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84]);
+        assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84, 88, 96]);
     }
 
     #[test]

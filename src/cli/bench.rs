@@ -30,10 +30,10 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = MathArg::Fp32)]
     pub math: MathArg,
     /// Timed passes per batch size (the median is reported).
-    #[arg(long, value_name = "N", default_value_t = 10, value_parser = positive)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = passes)]
     pub iters: usize,
     /// Untimed passes before the timed ones, per batch size.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = warmups)]
     pub warmup: usize,
     /// One JSON object per line on stdout (keys backend, device, kernel, math, batch, frames,
     /// ms, min_ms, max_ms, iters, windows_per_s, and with --phases phases) and nothing else;
@@ -141,6 +141,26 @@ fn round_to(x: f64, decimals: i32) -> f64 {
     (x * scale).round() / scale
 }
 
+/// The most passes `--iters` and `--warmup` take: a million (their timings are kept).
+const MAX_PASSES: usize = 1_000_000;
+
+/// Parses `--iters`: 1 to [`MAX_PASSES`].
+fn passes(s: &str) -> Result<usize, String> {
+    match positive(s)? {
+        n if n <= MAX_PASSES => Ok(n),
+        _ => Err(format!("at most {MAX_PASSES}")),
+    }
+}
+
+/// Parses `--warmup`: 0 to [`MAX_PASSES`].
+fn warmups(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= MAX_PASSES => Ok(n),
+        Ok(_) => Err(format!("at most {MAX_PASSES}")),
+        Err(e) => Err(format!("not a whole number ({e})")),
+    }
+}
+
 /// Runs `bilstm bench`.
 ///
 /// # Errors
@@ -151,6 +171,7 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
     let shape = model.shape.with_frames(args.frames);
     let math = MathMode::from(args.math);
     let max_batch = args.batches.iter().copied().max().unwrap_or(1);
+    super::run::check_random_size(&shape, max_batch)?;
     let mut backend = Selected::open(args.backend)?;
     backend.prepare(
         &model.weights()?,
@@ -160,7 +181,7 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
             math,
         },
     )?;
-    note!("backend: {}", backend.selection);
+    note!("backend: {}", backend.selection());
     note!(
         "built-in model, {} frames, {math}; median of {} passes after {} warm-up per batch",
         args.frames,
@@ -237,7 +258,7 @@ fn time_batch(
     bar: &ProgressBar,
 ) -> Result<Measurement, CliError> {
     #[cfg(feature = "cuda")]
-    if let super::engine::Engine::Cuda(gpu) = &mut backend.engine {
+    if let Some(gpu) = backend.auto.as_cuda_mut() {
         let times = bilstm_cuda::timing::time_forward_device(gpu, batch, args.iters, args.warmup)?;
         // Separate passes, so the events between layers never touch the figures above.
         let phases = if args.phases {

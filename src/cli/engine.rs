@@ -1,39 +1,22 @@
-//! The backend a command runs on: the CPU or the CUDA backend, chosen by `--backend`.
+//! The backend a command runs on: [`crate::Auto`], opened as `--backend` asks.
 //!
-//! `auto` follows [`crate::Auto`]'s rule exactly: CUDA on GPU 0 when it opens and prepares,
-//! the CPU when CUDA is [`ErrorKind::Unavailable`] (no driver, no GPU, no NVRTC, a build
-//! without the `cuda` feature), any other CUDA failure reported. The command line keeps the
-//! chosen backend as itself rather than behind `Auto`, because `run` prints the CUDA plan and
-//! `bench` times passes with device events, both through the CUDA backend's own API. The
-//! [`Selection`] says which backend runs and why (`cuda (NVIDIA H200 (device 0, ...))`,
-//! `cpu (asked for the CPU)`, `cpu (no usable GPU: CUDA is unavailable: ...)`).
+//! One rule for the CPU fallback: `auto` is [`Auto::new`] (CUDA on GPU 0 when it opens and
+//! prepares, the CPU when CUDA is [`bilstm_core::ErrorKind::Unavailable`], any other CUDA
+//! failure reported), `cpu` is [`Auto::cpu`], `cuda` is [`Auto::cuda`] (no fallback). What
+//! only the CUDA backend offers (the plan, the device's name, device-event timing) is reached
+//! through [`Auto::as_cuda`]. The [`crate::Selection`] says which backend runs and why
+//! (`cuda (NVIDIA H200 (device 0, ...))`, `cpu (asked for the CPU)`,
+//! `cpu (CUDA unavailable: ...)`).
 
-use bilstm_core::{Backend, BackendConfig, BackendError, ErrorKind, StackWeights};
-use bilstm_cpu::CpuBackend;
+use bilstm_core::{Backend, BackendConfig, StackWeights};
 
 use super::{BackendChoice, CliError};
-use crate::Selection;
+use crate::{Auto, Selection};
 
-/// The backend itself.
-pub(crate) enum Engine {
-    /// The CPU backend.
-    Cpu(Box<CpuBackend>),
-    /// The CUDA backend on GPU 0.
-    #[cfg(feature = "cuda")]
-    Cuda(Box<bilstm_cuda::CudaBackend>),
-}
-
-/// The backend a command runs on, and why it was chosen.
+/// The backend a command runs on.
 pub(crate) struct Selected {
-    /// The backend.
-    pub engine: Engine,
-    /// Which backend and why (as [`crate::Auto::selection`] says it, with the fallback worded
-    /// `no usable GPU: ...`).
-    pub selection: Selection,
-    /// Whether an [`ErrorKind::Unavailable`] CUDA failure at prepare falls back to the CPU
-    /// (`--backend auto`).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    may_fall_back: bool,
+    /// The backend, with the fallback rule of [`Auto`].
+    pub auto: Auto,
 }
 
 impl Selected {
@@ -43,54 +26,21 @@ impl Selected {
     /// `cuda`: every CUDA failure (no GPU: [`crate::CudaError::Unavailable`]; a build without
     /// CUDA: [`crate::Error::CudaNotBuilt`]). `auto`: CUDA failures other than unavailability.
     pub fn open(choice: BackendChoice) -> Result<Self, CliError> {
-        match choice {
-            BackendChoice::Cpu => Ok(Self::cpu("asked for the CPU".into())),
-            BackendChoice::Cuda => Self::cuda(),
-            BackendChoice::Auto => match Self::cuda() {
-                Ok(selected) => Ok(Selected {
-                    may_fall_back: true,
-                    ..selected
-                }),
-                Err(CliError::Library(e)) if e.kind() == ErrorKind::Unavailable => {
-                    Ok(Self::cpu(format!("no usable GPU: {e}")))
-                }
-                Err(e) => Err(e),
-            },
-        }
+        let auto = match choice {
+            BackendChoice::Cpu => Auto::cpu(),
+            BackendChoice::Cuda => Auto::cuda()?,
+            BackendChoice::Auto => Auto::new()?,
+        };
+        Ok(Selected { auto })
     }
 
-    fn cpu(reason: String) -> Self {
-        Selected {
-            engine: Engine::Cpu(Box::new(CpuBackend::new())),
-            selection: Selection {
-                backend: "cpu",
-                reason,
-            },
-            may_fall_back: false,
-        }
+    /// Which backend runs and why.
+    pub fn selection(&self) -> &Selection {
+        self.auto.selection()
     }
 
-    #[cfg(feature = "cuda")]
-    fn cuda() -> Result<Self, CliError> {
-        let backend = bilstm_cuda::CudaBackend::new(0)?;
-        let reason = backend.describe();
-        Ok(Selected {
-            engine: Engine::Cuda(Box::new(backend)),
-            selection: Selection {
-                backend: "cuda",
-                reason,
-            },
-            may_fall_back: false,
-        })
-    }
-
-    #[cfg(not(feature = "cuda"))]
-    fn cuda() -> Result<Self, CliError> {
-        Err(crate::Error::CudaNotBuilt.into())
-    }
-
-    /// Prepares the backend; under `--backend auto` a CUDA backend that turns out unavailable
-    /// here (NVRTC missing, say) is replaced by the CPU backend, as `Auto` does.
+    /// Prepares the backend (see [`Auto`]'s `prepare`: under `auto`, a CUDA backend found
+    /// unavailable here is replaced by the CPU backend).
     ///
     /// # Errors
     /// The backend's prepare error.
@@ -99,18 +49,7 @@ impl Selected {
         weights: &StackWeights<'_>,
         config: &BackendConfig,
     ) -> Result<(), CliError> {
-        match &mut self.engine {
-            Engine::Cpu(cpu) => cpu.prepare(weights, config).map_err(CliError::from),
-            #[cfg(feature = "cuda")]
-            Engine::Cuda(cuda) => match cuda.prepare(weights, config) {
-                Ok(()) => Ok(()),
-                Err(e) if self.may_fall_back && e.kind() == ErrorKind::Unavailable => {
-                    *self = Self::cpu(format!("no usable GPU: {e}"));
-                    self.prepare(weights, config)
-                }
-                Err(e) => Err(e.into()),
-            },
-        }
+        self.auto.prepare(weights, config).map_err(CliError::from)
     }
 
     /// Runs `batch` windows (see [`Backend::forward`]).
@@ -123,32 +62,36 @@ impl Selected {
         batch: usize,
         output: &mut [f32],
     ) -> Result<(), CliError> {
-        match &mut self.engine {
-            Engine::Cpu(cpu) => cpu.forward(input, batch, output).map_err(CliError::from),
-            #[cfg(feature = "cuda")]
-            Engine::Cuda(cuda) => cuda.forward(input, batch, output).map_err(CliError::from),
-        }
+        self.auto
+            .forward(input, batch, output)
+            .map_err(CliError::from)
     }
 
     /// `"cpu"` or `"cuda"`.
     pub fn name(&self) -> &'static str {
-        self.selection.backend
+        self.auto.name()
     }
 
     /// The device that runs: the GPU's name, or `"cpu"`.
     pub fn device_name(&self) -> String {
-        match &self.engine {
-            Engine::Cpu(_) => "cpu".into(),
-            #[cfg(feature = "cuda")]
-            Engine::Cuda(cuda) => cuda.device().name.clone(),
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = self.auto.as_cuda() {
+            return cuda.device().name.clone();
         }
+        "cpu".into()
     }
 
-    /// What runs, in a few words: `cpu x2 threads avx2+fma`, or the recurrence kernel, its schedule and
-    /// the projection tile of the last CUDA pass (before any pass: the GPU's name).
+    /// What runs, in a few words: `cpu x2 threads avx2+fma`, or the recurrence kernel, its
+    /// schedule and the projection tile of the last CUDA pass (before any pass: the GPU's
+    /// name).
     pub fn kernel_label(&self) -> String {
-        match &self.engine {
-            Engine::Cpu(cpu) => {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = self.auto.as_cuda() {
+            return super::plan::last_forward_label(cuda)
+                .unwrap_or_else(|| cuda.device().name.clone());
+        }
+        match self.auto.as_cpu() {
+            Some(cpu) => {
                 let n = cpu.threads();
                 format!(
                     "cpu x{n} thread{} {}",
@@ -156,10 +99,7 @@ impl Selected {
                     cpu.isa()
                 )
             }
-            #[cfg(feature = "cuda")]
-            Engine::Cuda(cuda) => {
-                super::plan::last_forward_label(cuda).unwrap_or_else(|| cuda.device().name.clone())
-            }
+            None => self.name().into(),
         }
     }
 
@@ -167,9 +107,7 @@ impl Selected {
     /// the prepared shape and math mode); `None` on the CPU.
     #[cfg(feature = "cuda")]
     pub fn cuda_plan(&self, batch: usize) -> Option<Result<bilstm_core::plan::Plan, CliError>> {
-        let Engine::Cuda(cuda) = &self.engine else {
-            return None;
-        };
+        let cuda = self.auto.as_cuda()?;
         Some(cuda.plan(batch).map_err(CliError::from))
     }
 

@@ -140,10 +140,32 @@ pub fn main() -> ExitCode {
         // The reader of stdout went away: nothing to report, nobody to report it to.
         Err(CliError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = writeln!(io::stderr(), "error: {e}");
+            let _ = writeln!(io::stderr(), "error: {}", one_line(&e.to_string()));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The most characters of an error message printed.
+const MAX_MESSAGE_CHARS: usize = 2000;
+
+/// `message` as one line: control characters (newlines, terminal escapes) escaped as Rust
+/// does (`\n`, `\u{1b}`), cut at 2,000 characters. Messages quote file
+/// content (node names, header text) and OS errors; none of it reaches the terminal raw.
+pub fn one_line(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(MAX_MESSAGE_CHARS + 3));
+    for (i, c) in message.chars().enumerate() {
+        if i == MAX_MESSAGE_CHARS {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Runs one parsed command line, writing results to `out`.
@@ -167,6 +189,13 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn error_messages_are_one_escaped_line() {
+        assert_eq!(one_line("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+        let long = "x".repeat(5000);
+        assert_eq!(one_line(&long).chars().count(), MAX_MESSAGE_CHARS + 3);
     }
 
     #[test]

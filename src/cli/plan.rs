@@ -4,9 +4,7 @@ use std::io::Write;
 
 use bilstm_core::device::DeviceFacts;
 use bilstm_core::device::table::{self, TableEntry};
-use bilstm_core::plan::{
-    self, ForcedRecurrence, KernelResources, Overrides, Plan, RecurrenceSchedule,
-};
+use bilstm_core::plan::{self, ForcedRecurrence, KernelResources, Overrides, Plan};
 use bilstm_core::{MathMode, StackShape};
 use clap::Args;
 
@@ -163,17 +161,13 @@ fn local_gpu(
     Err(crate::Error::CudaNotBuilt.into())
 }
 
-/// The column headings of a plan table.
+/// The column headings of a plan table (core's one format).
 fn heading(out: &mut dyn Write) -> Result<(), CliError> {
-    writeln!(
-        out,
-        "{:<12} {:>4} {:>4}  {:<10} {:<52} projection",
-        "device", "cc", "SMs", "recurrence", "schedule"
-    )?;
+    writeln!(out, "{}", plan::TABLE_HEADING)?;
     Ok(())
 }
 
-/// One GPU's row (and, with `--explain`, its reasons).
+/// One GPU's row (and, with `--explain`, its reasons): core's [`plan::PlanRow`].
 fn row(
     out: &mut dyn Write,
     name: &str,
@@ -181,32 +175,13 @@ fn row(
     plan: &Result<Plan, String>,
     explain: bool,
 ) -> Result<(), CliError> {
-    let cc = format!(
-        "{}.{}",
-        facts.compute_capability.0, facts.compute_capability.1
-    );
-    match plan {
-        Ok(p) => {
-            writeln!(
-                out,
-                "{name:<12} {cc:>4} {:>4}  {:<10} {:<52} {}",
-                facts.sm_count,
-                p.recurrence.choice.to_string(),
-                schedule_label(p),
-                p.projection.choice
-            )?;
-            if explain {
-                for line in p.explain() {
-                    writeln!(out, "    {line}")?;
-                }
-            }
-        }
-        Err(e) => writeln!(
-            out,
-            "{name:<12} {cc:>4} {:>4}  no plan: {e}",
-            facts.sm_count
-        )?,
-    }
+    let row = plan::PlanRow {
+        device: name,
+        facts,
+        plan: plan.as_ref().map_err(|e| e as &dyn std::fmt::Display),
+        explain,
+    };
+    writeln!(out, "{row}")?;
     Ok(())
 }
 
@@ -253,76 +228,15 @@ fn local_plan(args: &PlanArgs, gpu: &LocalGpu, out: &mut dyn Write) -> Result<()
     row(out, "local", &gpu.facts, &gpu.plan, args.explain)
 }
 
-/// The schedule column: tiles and launches of a cooperative recurrence, or the resident or
-/// cluster grid.
-pub(crate) fn schedule_label(plan: &Plan) -> String {
-    match plan.schedule.choice {
-        RecurrenceSchedule::Resident { grid_blocks } => format!(
-            "grid of {grid_blocks} blocks, {} resident at once",
-            plan.co_resident_blocks
-        ),
-        RecurrenceSchedule::Cooperative(s) => coop_label(&s),
-        RecurrenceSchedule::Cluster(s) => cluster_label(&s),
-    }
-}
-
-/// A cluster schedule in a few words.
-fn cluster_label(s: &plan::ClusterSchedule) -> String {
-    format!(
-        "{}-CTA clusters x{}, {} per wave, {} wave{}",
-        s.cluster_size,
-        s.clusters(),
-        s.clusters_per_wave,
-        s.waves,
-        if s.waves == 1 { "" } else { "s" }
-    )
-}
-
-/// A cooperative schedule in a few words.
-fn coop_label(s: &bilstm_core::schedule::CoopSchedule) -> String {
-    let launches = s.launches_per_direction();
-    format!(
-        "{}-window tiles x{}, {}, {launches} launch{}/direction",
-        s.tile_height,
-        s.tiles,
-        if s.concurrent {
-            "concurrent"
-        } else {
-            "in turn"
-        },
-        if launches == 1 { "" } else { "es" }
-    )
-}
-
 /// What the CUDA backend's last pass ran: recurrence kind, schedule, projection tile.
 #[cfg(feature = "cuda")]
 pub(crate) fn last_forward_label(gpu: &bilstm_cuda::CudaBackend) -> Option<String> {
     let p = gpu.last_forward()?.plan;
-    let schedule = match p.schedule.choice {
-        RecurrenceSchedule::Resident { grid_blocks } => format!("grid of {grid_blocks} blocks"),
-        RecurrenceSchedule::Cluster(c) => cluster_label(&c),
-        RecurrenceSchedule::Cooperative(c) => {
-            let launches = c.launches_per_direction();
-            format!(
-                "{}x{} tiles, {}{}",
-                c.tile_height,
-                c.tiles,
-                if c.concurrent {
-                    "concurrent"
-                } else {
-                    "in turn"
-                },
-                if launches > 1 {
-                    format!(", {launches} launches/direction")
-                } else {
-                    String::new()
-                }
-            )
-        }
-    };
     Some(format!(
-        "{} {schedule}; {}",
-        p.recurrence.choice, p.projection.choice
+        "{} {}; {}",
+        p.recurrence.choice,
+        plan::ScheduleSummary(&p),
+        p.projection.choice
     ))
 }
 

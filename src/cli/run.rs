@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bilstm_core::owned::{BUILTIN_SCALE, BUILTIN_SEED, Checksum, OwnedStack, random_input};
-use bilstm_core::{BackendConfig, MathMode};
+use bilstm_core::{BackendConfig, MathMode, StackShape};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -83,6 +83,16 @@ fn dims(shape: [usize; 3]) -> String {
 /// failed forward pass; an output that cannot be written.
 pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let started = Instant::now();
+    // The output path is checked before any work: a path that cannot be written, or that
+    // names the input or the model file, fails at once.
+    let target = match &args.output {
+        Some(path) => Some(check_output(
+            path,
+            args.input.as_deref(),
+            args.model.as_deref(),
+        )?),
+        None => None,
+    };
     let (stack, description) = load_model(args.model.as_deref())?;
     let weights = stack.weights()?;
     let features = stack.shape.features;
@@ -97,6 +107,7 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let batch = args.batch.unwrap_or(1);
             let frames = args.frames.unwrap_or(stack.shape.frames);
             let shape = stack.shape.with_frames(frames);
+            check_random_size(&shape, batch)?;
             let data = random_input(&shape, batch, args.seed);
             let array = npy::Array3 {
                 shape: [batch, frames, features],
@@ -118,7 +129,22 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let shape = stack.shape.with_frames(frames);
     let out_shape = [windows, frames, shape.output_width()];
-    let mut output = vec![0.0f32; shape.output_len(windows)?];
+    if windows == 0 {
+        // Nothing to run: no backend is opened and nothing is allocated for the frames a
+        // header may announce without data.
+        note!("model: {description}");
+        note!("input: {source}: no windows, nothing to run");
+        return finish(args, target.as_deref(), out_shape, &[], started, out);
+    }
+    let out_len = shape.output_len(windows)?;
+    let mut output = Vec::new();
+    output.try_reserve_exact(out_len).map_err(|_| {
+        CliError::Input(format!(
+            "the output of {} ({out_len} float32) does not fit in memory",
+            dims(out_shape)
+        ))
+    })?;
+    output.resize(out_len, 0.0f32);
     // With --input, --batch is the chunk size; without, the input is one chunk.
     let chunk = match (&args.input, args.batch) {
         (Some(_), Some(n)) => n.min(windows),
@@ -140,7 +166,7 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
         },
     )?;
     let prepare_ms = prepare_started.elapsed().as_secs_f64() * 1e3;
-    note!("backend: {}", backend.selection);
+    note!("backend: {}", backend.selection());
     if let Some(plan) = backend.cuda_plan(chunk) {
         match plan {
             Ok(plan) => {
@@ -181,9 +207,81 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
         if chunks == 1 { "" } else { "es" },
     );
 
-    match &args.output {
-        Some(path) => {
-            npy::write_f32_3d(path, out_shape, &output)?;
+    finish(args, target.as_deref(), out_shape, &output, started, out)
+}
+
+/// The most bytes a seeded random input and its output may take together (8 GiB): the
+/// random input exists to try the command without a file; larger runs read a file, whose
+/// size bounds them.
+pub(crate) const MAX_RANDOM_RUN_BYTES: u64 = 1 << 33;
+
+/// Refuses a seeded random input of `batch` windows of `shape` whose input and output take
+/// more than [`MAX_RANDOM_RUN_BYTES`] (or whose size overflows), before allocating anything.
+pub(crate) fn check_random_size(shape: &StackShape, batch: usize) -> Result<(), CliError> {
+    let values = shape
+        .input_len(batch)
+        .ok()
+        .zip(shape.output_len(batch).ok())
+        .and_then(|(i, o)| i.checked_add(o))
+        .and_then(|n| u64::try_from(n).ok())
+        .and_then(|n| n.checked_mul(4));
+    match values {
+        Some(b) if b <= MAX_RANDOM_RUN_BYTES => Ok(()),
+        _ => Err(CliError::Input(format!(
+            "a random input of {batch} window(s) x {} frames x {} features and its output take \
+             more than {MAX_RANDOM_RUN_BYTES} bytes; use fewer --batch or --frames, or an \
+             --input file",
+            shape.frames, shape.features
+        ))),
+    }
+}
+
+/// Validates `--output` before any work: a regular file or nothing (not `/dev/stdout`, a
+/// FIFO or a device: outputs are written beside the target and renamed into place), in an
+/// existing directory, and not the input or the model file. Returns the path to write.
+fn check_output(
+    output: &Path,
+    input: Option<&Path>,
+    model: Option<&Path>,
+) -> Result<PathBuf, CliError> {
+    let target = crate::fsio::check_output(output).map_err(|source| {
+        CliError::Npy(npy::NpyError::Write {
+            path: output.to_path_buf(),
+            source,
+        })
+    })?;
+    for (flag, other) in [("--input", input), ("--model", model)] {
+        if let Some(other) = other
+            && crate::fsio::same_file(output, other)
+        {
+            return Err(CliError::Input(format!(
+                "--output {} is the same file as {flag} {}: refused (it would be replaced)",
+                output.display(),
+                other.display()
+            )));
+        }
+    }
+    Ok(target)
+}
+
+/// Writes the output to `target` (or its checksum to `out`) and says so.
+fn finish(
+    args: &RunArgs,
+    target: Option<&Path>,
+    out_shape: [usize; 3],
+    output: &[f32],
+    started: Instant,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    match (target, &args.output) {
+        (Some(target), Some(path)) => {
+            npy::write_f32_3d(target, out_shape, output).map_err(|e| match e {
+                npy::NpyError::Write { source, .. } => npy::NpyError::Write {
+                    path: path.clone(),
+                    source,
+                },
+                other => other,
+            })?;
             note!(
                 "wrote {} {} float32 ({:.1} ms in all)",
                 path.display(),
@@ -191,8 +289,8 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 started.elapsed().as_secs_f64() * 1e3
             );
         }
-        None => {
-            writeln!(out, "output {}: {}", dims(out_shape), Checksum::of(&output))?;
+        _ => {
+            writeln!(out, "output {}: {}", dims(out_shape), Checksum::of(output))?;
         }
     }
     Ok(())

@@ -26,7 +26,8 @@ impl fmt::Display for NodeRef {
                 self.layer, self.graph_index
             )
         } else {
-            write!(f, "LSTM node \"{}\" (layer {})", self.name, self.layer)
+            let name = crate::npy::shorten(&self.name);
+            write!(f, "LSTM node \"{name}\" (layer {})", self.layer)
         }
     }
 }
@@ -94,6 +95,10 @@ pub enum TensorProblem {
         /// Bytes found.
         found: u64,
     },
+    /// More than one of `raw_data`, `float_data` and external data is set: refused rather
+    /// than guessing which one holds the values.
+    #[error("sets more than one of raw_data, float_data and external data")]
+    SeveralSources,
     /// Neither `raw_data`, `float_data` nor external data holds the values.
     #[error("holds no data (no raw_data, float_data or external data)")]
     NoData,
@@ -201,7 +206,16 @@ pub enum ModelError {
         /// The file.
         path: PathBuf,
     },
+    /// The model's format is not compiled into this build (its cargo feature is off).
+    #[error("{origin}: this build of bilstm reads no such models (the `{feature}` feature is off)")]
+    NotBuilt {
+        /// The file's path, or the bytes' label.
+        origin: String,
+        /// The cargo feature that reads the format (`"onnx"`, `"safetensors"`).
+        feature: &'static str,
+    },
     /// The bytes are not a valid ONNX protobuf (truncated or corrupt).
+    #[cfg(feature = "onnx")]
     #[error("{origin}: not a valid ONNX model (truncated or corrupt protobuf): {source}")]
     Decode {
         /// The file's path, or `"ONNX bytes"`.
@@ -220,6 +234,17 @@ pub enum ModelError {
     NoLstm {
         /// The file's path, or `"ONNX bytes"`.
         origin: String,
+    },
+    /// The graph names one value twice (two initializers of one name, two node outputs of one
+    /// name, or one `LSTM` node's inputs twice): ONNX graphs name each value once.
+    #[error("{origin}: {what} \"{name}\" appears twice; refused (ONNX names each value once)")]
+    Duplicate {
+        /// The file's path, or `"ONNX bytes"`.
+        origin: String,
+        /// What is duplicated.
+        what: &'static str,
+        /// The name.
+        name: String,
     },
     /// More layers than bilstm runs.
     #[error("{found} LSTM layers found; bilstm runs stacks of 1 to {max}")]
@@ -267,6 +292,7 @@ pub enum ModelError {
         problem: TensorProblem,
     },
     /// The bytes are not a valid safetensors file.
+    #[cfg(feature = "safetensors")]
     #[error("{origin}: not a valid safetensors file: {source}")]
     Safetensors {
         /// The file's path, or `"safetensors bytes"`.
@@ -344,7 +370,8 @@ impl BackendError for ModelError {
             | ModelError::Attribute { .. }
             | ModelError::Input { .. }
             | ModelError::UnsupportedTensor { .. }
-            | ModelError::LstmPrefixes { .. } => ErrorKind::Unsupported,
+            | ModelError::LstmPrefixes { .. }
+            | ModelError::NotBuilt { .. } => ErrorKind::Unsupported,
             ModelError::Tensor {
                 problem: TensorProblem::DataType { .. },
                 ..

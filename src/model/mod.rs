@@ -48,6 +48,8 @@
 //! other window lengths use `stack.shape.with_frames(..)`.
 //!
 //! ```
+//! # #[cfg(not(feature = "onnx"))] fn main() {}
+//! # #[cfg(feature = "onnx")]
 //! # fn main() -> Result<(), bilstm::Error> {
 //! use bilstm::model;
 //! use prost::Message;
@@ -94,15 +96,46 @@
 //! shape core refuses (more than 1024 features).
 
 mod error;
+#[cfg(feature = "onnx")]
 mod onnx;
+#[cfg(feature = "onnx")]
 pub mod proto;
+#[cfg(feature = "safetensors")]
 mod safetensors;
+
+/// Without the `onnx` feature: every ONNX model is refused, saying why.
+#[cfg(not(feature = "onnx"))]
+mod onnx {
+    use super::{Error, LoadedModel, ModelError, Path};
+    pub(super) fn parse(_: &[u8], _: Option<&Path>, origin: &str) -> Result<LoadedModel, Error> {
+        Err(ModelError::NotBuilt {
+            origin: origin.to_owned(),
+            feature: "onnx",
+        }
+        .into())
+    }
+}
+
+/// Without the `safetensors` feature: every safetensors file is refused, saying why.
+#[cfg(not(feature = "safetensors"))]
+mod safetensors {
+    use super::{Error, LoadedModel, ModelError};
+    pub(super) fn parse(_: &[u8], origin: &str) -> Result<LoadedModel, Error> {
+        Err(ModelError::NotBuilt {
+            origin: origin.to_owned(),
+            feature: "safetensors",
+        }
+        .into())
+    }
+}
 
 use std::fmt;
 use std::path::Path;
 
 use bilstm_core::StackShape;
+use bilstm_core::geometry::{GATES, HIDDEN, MAX_FEATURES};
 use bilstm_core::owned::OwnedStack;
+use bilstm_core::shape::MAX_LAYERS;
 
 pub use error::{ModelError, NodeRef, TensorProblem};
 
@@ -146,6 +179,7 @@ pub struct LoadedModel {
 }
 
 /// The frame count every loaded stack's shape carries (pyannote's 10 s window).
+#[cfg_attr(not(any(feature = "onnx", feature = "safetensors")), allow(dead_code))]
 fn pyannote_frames() -> usize {
     StackShape::pyannote().frames
 }
@@ -194,7 +228,7 @@ pub fn load_onnx(path: &Path) -> Result<LoadedModel, Error> {
 /// (the model file's directory); without it a model with external data is refused.
 ///
 /// # Errors
-/// [`ModelError::Decode`] for bytes that are not an ONNX protobuf (truncated, corrupt);
+/// `ModelError::Decode` for bytes that are not an ONNX protobuf (truncated, corrupt);
 /// [`ModelError::NoGraph`], [`ModelError::NoLstm`], [`ModelError::LayerCount`];
 /// [`ModelError::Attribute`] or [`ModelError::Input`] naming the node and what it sets that
 /// bilstm does not run; [`ModelError::Tensor`] naming the node and the tensor (`W`, `R`, `B`)
@@ -217,7 +251,7 @@ pub fn load_safetensors(path: &Path) -> Result<LoadedModel, Error> {
 /// Loads a safetensors state dict from memory.
 ///
 /// # Errors
-/// [`ModelError::Safetensors`] for bytes that are not a safetensors file;
+/// `ModelError::Safetensors` for bytes that are not a safetensors file;
 /// [`ModelError::NoLstmTensors`], [`ModelError::LstmPrefixes`], [`ModelError::LayerCount`];
 /// [`ModelError::MissingTensor`], [`ModelError::Dtype`], [`ModelError::Shape`],
 /// [`ModelError::UnsupportedTensor`], [`ModelError::NonFinite`] naming the tensor;
@@ -226,9 +260,28 @@ pub fn load_safetensors_bytes(bytes: &[u8]) -> Result<LoadedModel, Error> {
     safetensors::parse(bytes, SAFETENSORS_BYTES)
 }
 
-/// Reads a whole file, naming it on failure.
+/// The most bytes of weights a stack bilstm runs can hold: `W`, `R` and both biases of
+/// [`MAX_LAYERS`] layers, the first [`MAX_FEATURES`] wide, f32 (15.8 MB).
+pub const MAX_STACK_BYTES: u64 = {
+    const fn per_direction(width: u64) -> u64 {
+        let rows = (GATES * HIDDEN) as u64;
+        rows * width + rows * HIDDEN as u64 + 2 * rows
+    }
+    let first = 2 * per_direction(MAX_FEATURES as u64);
+    let later = 2 * per_direction(2 * HIDDEN as u64);
+    4 * (first + (MAX_LAYERS as u64 - 1) * later)
+};
+
+/// The largest model file read: 64 times [`MAX_STACK_BYTES`] (1 GiB), room for the rest of a
+/// network around the LSTM (pyannote's whole segmentation model is 5.9 MB). Larger files,
+/// and anything that is not a regular file (`/dev/zero`, a FIFO), are refused before
+/// reading.
+pub const MAX_MODEL_FILE_BYTES: u64 = 64 * MAX_STACK_BYTES;
+
+/// Reads a whole model file (a regular file of at most [`MAX_MODEL_FILE_BYTES`]), naming it on
+/// failure.
 fn read(path: &Path) -> Result<Vec<u8>, ModelError> {
-    std::fs::read(path).map_err(|source| ModelError::Io {
+    crate::fsio::read_capped(path, MAX_MODEL_FILE_BYTES).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,
     })

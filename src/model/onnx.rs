@@ -2,7 +2,6 @@
 //! read from initializers, `Constant` nodes or external data.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
@@ -24,6 +23,10 @@ use crate::Error;
 const ROWS: usize = GATES * HIDDEN;
 /// Output width of every layer: forward then reverse units.
 const LAYER_OUT: usize = 2 * HIDDEN;
+/// The most values a stored `initial_h` / `initial_c` may declare: `[2, 1024, 128]` (1 MiB).
+/// A stored initial state has a fixed batch (torch computes it from the input instead); 1024
+/// windows is an estimate of the largest a real export stores, not a measurement.
+const MAX_STORED_STATE_VALUES: usize = 2 * 1024 * HIDDEN;
 
 /// The activations bilstm runs, per direction, in ONNX's order `f, g, h` (the default).
 const DEFAULT_ACTIVATIONS: [&str; 3] = ["Sigmoid", "Tanh", "Tanh"];
@@ -42,6 +45,7 @@ pub(super) fn parse(
         origin: origin.to_owned(),
     })?;
 
+    refuse_duplicates(graph, origin)?;
     let store = Store::new(&graph.initializer, &graph.node, base_dir);
     let lstms: Vec<(usize, &NodeProto)> = graph
         .node
@@ -54,6 +58,23 @@ pub(super) fn parse(
             origin: origin.to_owned(),
         }
         .into());
+    }
+    // The same LSTM node twice (identical inputs) would run as two layers: refused.
+    for (k, &(_, a)) in lstms.iter().enumerate() {
+        if let Some(&(index, b)) = lstms[..k].iter().find(|(_, b)| b.input == a.input) {
+            return Err(ModelError::Duplicate {
+                origin: origin.to_owned(),
+                what: "LSTM node inputs",
+                name: format!(
+                    "{} (graph nodes {index} and {}: {:?} and {:?})",
+                    a.input.join(", "),
+                    lstms[k].0,
+                    b.name,
+                    a.name
+                ),
+            }
+            .into());
+        }
     }
     if lstms.len() > MAX_LAYERS {
         return Err(ModelError::LayerCount {
@@ -121,6 +142,32 @@ pub(super) fn parse(
         stack,
         description,
     })
+}
+
+/// Refuses a graph that names one value twice: two initializers of one name, or two node
+/// outputs of one name (ONNX graphs are in single static assignment form; a loader that
+/// silently took the first would run weights the exporter may not have meant).
+fn refuse_duplicates(graph: &super::proto::GraphProto, origin: &str) -> Result<(), ModelError> {
+    let dup = |what: &'static str, name: &str| ModelError::Duplicate {
+        origin: origin.to_owned(),
+        what,
+        name: name.to_owned(),
+    };
+    let mut initializers = std::collections::HashSet::new();
+    for t in &graph.initializer {
+        if !initializers.insert(t.name.as_str()) {
+            return Err(dup("initializer name", &t.name));
+        }
+    }
+    let mut outputs = std::collections::HashSet::new();
+    for n in &graph.node {
+        for out in n.output.iter().filter(|o| !o.is_empty()) {
+            if !outputs.insert(out.as_str()) || initializers.contains(out.as_str()) {
+                return Err(dup("value name (node output)", out));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `""` and `"ai.onnx"` both name the default operator domain.
@@ -209,9 +256,10 @@ fn check_attributes(node: &NodeProto, at: &NodeRef) -> Result<(), ModelError> {
     Ok(())
 }
 
-/// A string attribute for a message: quoted, lossy UTF-8.
+/// A string attribute for a message: quoted, lossy UTF-8, shortened, control characters
+/// escaped.
 fn quoted(s: &[u8]) -> String {
-    format!("\"{}\"", String::from_utf8_lossy(s))
+    format!("\"{}\"", crate::npy::shorten(&String::from_utf8_lossy(s)))
 }
 
 /// Some text for an unknown attribute's value.
@@ -264,7 +312,23 @@ fn check_optional_inputs(node: &NodeProto, at: &NodeRef, store: &Store<'_>) -> R
         let Some(tensor) = store.stored(name) else {
             continue;
         };
-        let count = element_count(&tensor.dims).unwrap_or(usize::MAX);
+        // Judged by its declared dims before any data is read: `[2, batch, 128]` of at most
+        // MAX_STORED_STATE_VALUES values.
+        let count = match tensor.dims.as_slice() {
+            [2, _, h] if *h == HIDDEN as i64 => element_count(&tensor.dims)
+                .filter(|&n| n <= MAX_STORED_STATE_VALUES)
+                .unwrap_or(usize::MAX),
+            _ => usize::MAX,
+        };
+        if count == usize::MAX {
+            return Err(refuse(
+                input,
+                name,
+                "is stored with dims other than [2, batch, 128] (batch up to 1024); bilstm \
+                 starts every window from h0 = c0 = 0",
+            )
+            .into());
+        }
         let zeros = store
             .values(tensor, count)
             .map(|v| v.iter().all(|&x| x == 0.0))
@@ -468,7 +532,14 @@ impl<'a> Store<'a> {
             return Err(TensorProblem::DataType { found: t.data_type });
         }
         let expected_bytes = (count as u64).saturating_mul(4);
-        if t.data_location == DATA_LOCATION_EXTERNAL || !t.external_data.is_empty() {
+        let external = t.data_location == DATA_LOCATION_EXTERNAL || !t.external_data.is_empty();
+        let sources = [external, !t.raw_data.is_empty(), !t.float_data.is_empty()];
+        if sources.iter().filter(|&&s| s).count() > 1 {
+            // The ONNX spec stores a tensor's values in one field; which one a reader should
+            // take when several are set is undefined, so none is guessed.
+            return Err(TensorProblem::SeveralSources);
+        }
+        if external {
             let bytes = self.external(t, expected_bytes)?;
             return Ok(le_f32(&bytes));
         }
@@ -539,8 +610,7 @@ impl<'a> Store<'a> {
             path: path.clone(),
             source,
         };
-        let mut file = File::open(&path).map_err(io)?;
-        let file_bytes = file.metadata().map_err(io)?.len();
+        let (mut file, file_bytes) = crate::fsio::open_regular(&path).map_err(io)?;
         let length = length.unwrap_or_else(|| file_bytes.saturating_sub(offset));
         let end = offset.saturating_add(length);
         if end > file_bytes {

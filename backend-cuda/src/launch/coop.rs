@@ -9,6 +9,7 @@ use bilstm_core::geometry::EXCHANGE_ALIGN_BYTES;
 use bilstm_kernels::params::{ERROR_WORDS, RecurrenceCoopParams};
 use cudarc::driver::DeviceRepr;
 
+use super::StateSpans;
 use super::{
     KernelArg, Span, check_direction_tensors, check_output, product, require, require_aligned,
     to_u32,
@@ -18,7 +19,7 @@ use crate::error::CudaError;
 // SAFETY: `RecurrenceCoopParams` is `#[repr(C)]`, `Copy`, holds only integers (device addresses
 // as u64), and its layout equals `bl_recurrence_coop_params` in kernels/cuda/coop.cuh, the one
 // parameter struct of recurrence_wide.cu and recurrence_tiled.cu (size asserted on both sides:
-// 104 bytes; offsets and the C field order pinned by bilstm_kernels' params tests). `KernelArg`
+// 120 bytes; offsets and the C field order pinned by bilstm_kernels' params tests). `KernelArg`
 // is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceCoopParams> {}
 
@@ -56,6 +57,8 @@ pub(crate) struct CoopArgs {
     pub spin_timeout_ns: u64,
     /// Test-only: the block (index in this launch's grid) that never publishes.
     pub stall_block: Option<u32>,
+    /// Where this layer's final states go (`None`: nowhere).
+    pub state: Option<StateSpans>,
 }
 
 /// The checked values both kernels' parameter structs are built from, narrowed to the
@@ -84,6 +87,8 @@ pub(crate) struct CoopChecked {
     pub direction_stride: u32,
     /// The stalled block, or -1.
     pub stall_block: i32,
+    /// The final-state pointers (`state_h`, `state_c`; 0 for none), checked.
+    pub state: (u64, u64),
 }
 
 /// Checks what the wide and tiled contracts share: batch, frames and tiles against the
@@ -152,6 +157,7 @@ pub(crate) fn check_coop(kernel: &'static str, args: &CoopArgs) -> Result<CoopCh
         tile_stride: to_u32(kernel, "exchange tile stride", l.tile_stride)?,
         direction_stride: to_u32(kernel, "exchange direction stride", l.direction_stride)?,
         stall_block: args.stall_block.map_or(-1, |b| b as i32),
+        state: super::check_state(kernel, args.batch, args.state)?,
     })
 }
 
@@ -186,6 +192,8 @@ impl CoopChecked {
             direction_stride: self.direction_stride,
             stall_block: self.stall_block,
             reserved: 0,
+            state_h: self.state.0,
+            state_c: self.state.1,
         })
     }
 }

@@ -160,6 +160,37 @@ pub(crate) fn check_direction_tensors(
     require_aligned(kernel, "bias alignment", bias.addr, 16)
 }
 
+/// Where a recurrence writes one layer's final states: each of `h` and `c` is that layer's
+/// block of `h_n` / `c_n`, `[2, batch, 128]` floats (direction-major).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StateSpans {
+    /// Final hidden states.
+    pub h: Span,
+    /// Final cell states.
+    pub c: Span,
+}
+
+/// The kernels' `state_h` / `state_c` pointers for `state` (0, 0 for none), after checking
+/// that each holds `2 * batch * 128` floats, 4-byte aligned.
+///
+/// # Errors
+/// [`CudaError::Contract`] naming the short or misaligned buffer.
+pub(crate) fn check_state(
+    kernel: &'static str,
+    batch: usize,
+    state: Option<StateSpans>,
+) -> Result<(u64, u64), CudaError> {
+    let Some(s) = state else {
+        return Ok((0, 0));
+    };
+    let len = product(kernel, "final state values", &[2, batch, HIDDEN])?;
+    require(kernel, "final hidden state values", len, s.h.len)?;
+    require(kernel, "final cell state values", len, s.c.len)?;
+    require_aligned(kernel, "final hidden state alignment", s.h.addr, 4)?;
+    require_aligned(kernel, "final cell state alignment", s.c.addr, 4)?;
+    Ok((s.h.addr, s.c.addr))
+}
+
 /// Checks a layer output: `rows * 256` floats, 4-byte aligned.
 ///
 /// # Errors

@@ -21,8 +21,9 @@ use crate::error::CudaError;
 /// The kernel's entry point.
 pub(crate) const KERNEL: &str = "bilstm_projection_tf32";
 
-/// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`.
-pub(crate) const MIN_COMPUTE_CAPABILITY: (u32, u32) = (8, 0);
+/// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`:
+/// core's (one definition).
+pub(crate) use bilstm_core::plan::TENSOR_CORE_MIN_COMPUTE_CAPABILITY as MIN_COMPUTE_CAPABILITY;
 
 // SAFETY: `ProjectionTf32Params` is `#[repr(C)]`, `Copy`, holds only integers (device addresses
 // as u64), and its layout equals `bl_projection_tf32_params` in kernels/cuda/projection_tf32.cu

@@ -10,12 +10,14 @@ use bilstm_kernels::{Kernel, LaunchKind};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr};
 
-use super::{KernelArg, Span, check_direction_tensors, check_output, product, require, to_u32};
+use super::{
+    KernelArg, Span, StateSpans, check_direction_tensors, check_output, product, require, to_u32,
+};
 use crate::error::CudaError;
 
 // SAFETY: `RecurrenceClusterParams` is `#[repr(C)]`, `Copy`, holds only integers (device
 // addresses as u64), and its layout equals `bl_recurrence_cluster_params` in
-// kernels/cuda/recurrence_cluster.cu (size asserted on both sides: 88 bytes; offsets pinned by
+// kernels/cuda/recurrence_cluster.cu (size asserted on both sides: 104 bytes; offsets pinned by
 // bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceClusterParams> {}
 
@@ -45,6 +47,8 @@ pub(crate) struct ClusterArgs {
     pub max_active_clusters: u32,
     /// Test hook: the CTA that never publishes (`None` in production).
     pub stall_cta: Option<u32>,
+    /// Where this layer's final states go (`None`: nowhere).
+    pub state: Option<StateSpans>,
 }
 
 /// The cluster size and windows per cluster of `kernel`, or [`CudaError::Internal`] if it is not
@@ -106,6 +110,7 @@ pub(crate) fn check(
             have: i32::MAX as u64,
         })?,
     };
+    let (state_h, state_c) = super::check_state(name, args.batch, args.state)?;
     let params = RecurrenceClusterParams {
         proj: [args.proj[0].addr, args.proj[1].addr],
         recurrent: [args.recurrent[0].addr, args.recurrent[1].addr],
@@ -117,6 +122,8 @@ pub(crate) fn check(
         frames,
         layer,
         stall_cta,
+        state_h,
+        state_c,
     };
     Ok((params, grid))
 }
@@ -267,6 +274,7 @@ mod tests {
             spin_timeout_ns: 1_000,
             max_active_clusters: 60,
             stall_cta: None,
+            state: None,
         }
     }
 

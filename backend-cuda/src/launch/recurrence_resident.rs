@@ -5,8 +5,8 @@ use bilstm_kernels::params::RecurrenceResidentParams;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
 use super::{
-    KernelArg, LaunchMode, Span, check_direction_tensors, check_output, launch_kernel, product,
-    require, to_u32,
+    KernelArg, LaunchMode, Span, StateSpans, check_direction_tensors, check_output, check_state,
+    launch_kernel, product, require, to_u32,
 };
 use crate::error::CudaError;
 
@@ -14,7 +14,7 @@ pub(crate) const KERNEL: &str = "bilstm_recurrence_resident";
 
 // SAFETY: `RecurrenceResidentParams` is `#[repr(C)]`, `Copy`, holds only integers (device
 // addresses as u64), and its layout equals `bl_recurrence_resident_params` in
-// kernels/cuda/recurrence_resident.cu (size asserted on both sides: 64 bytes; offsets pinned by
+// kernels/cuda/recurrence_resident.cu (size asserted on both sides: 80 bytes; offsets pinned by
 // bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceResidentParams> {}
 
@@ -36,6 +36,8 @@ pub(crate) struct ResidentArgs {
     /// Blocks of this kernel one SM holds (`cuOccupancyMaxActiveBlocksPerMultiprocessor` with
     /// the kernel's dynamic shared memory, after the attribute was set at load time).
     pub blocks_per_sm: u32,
+    /// Where this layer's final states go (`None`: nowhere).
+    pub state: Option<StateSpans>,
 }
 
 /// Checks `args` against the kernel's launch contract and builds its parameters and grid.
@@ -69,6 +71,7 @@ pub(crate) fn check(args: &ResidentArgs) -> Result<(RecurrenceResidentParams, u3
         check_direction_tensors(KERNEL, rows, args.proj[d], args.recurrent[d], args.bias[d])?;
     }
     check_output(KERNEL, rows, args.out)?;
+    let (state_h, state_c) = check_state(KERNEL, args.batch, args.state)?;
     let params = RecurrenceResidentParams {
         proj: [args.proj[0].addr, args.proj[1].addr],
         recurrent: [args.recurrent[0].addr, args.recurrent[1].addr],
@@ -76,6 +79,8 @@ pub(crate) fn check(args: &ResidentArgs) -> Result<(RecurrenceResidentParams, u3
         out: args.out.addr,
         batch: grid / 2,
         frames,
+        state_h,
+        state_c,
     };
     Ok((params, grid))
 }
@@ -128,6 +133,7 @@ mod tests {
             batch: 33,
             frames: 589,
             blocks_per_sm: 1,
+            state: None,
         }
     }
 

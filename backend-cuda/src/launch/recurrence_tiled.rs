@@ -95,6 +95,7 @@ mod tests {
             co_resident_blocks: 264,
             spin_timeout_ns: 1,
             stall_block: None,
+            state: None,
         }
     }
 

@@ -112,6 +112,7 @@ mod tests {
             co_resident_blocks: 132,
             spin_timeout_ns: 1,
             stall_block: None,
+            state: None,
         }
     }
 

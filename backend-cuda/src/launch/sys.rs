@@ -52,3 +52,106 @@ pub(crate) fn disable_event_tracking(ctx: &Arc<CudaContext>) {
     // columns of the layer output (3). See backend.rs, `enqueue`.
     unsafe { ctx.disable_event_tracking() }
 }
+
+/// Where a device address lies, as the driver sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PointerInfo {
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` is `CU_MEMORYTYPE_DEVICE`.
+    pub device_memory: bool,
+    /// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`.
+    pub ordinal: i32,
+    /// Bytes from the address to the end of its allocation
+    /// (`RANGE_START_ADDR + RANGE_SIZE - address`).
+    pub bytes_left: u64,
+}
+
+/// What the driver knows of the device address `address`, in the current context.
+///
+/// # Errors
+/// The driver's status when it does not know the address (not a CUDA allocation).
+pub(crate) fn pointer_info(address: u64) -> Result<PointerInfo, cudarc::driver::DriverError> {
+    use cudarc::driver::sys::{CUmemorytype, CUpointer_attribute};
+    let mut memory_type: u32 = 0;
+    let mut ordinal: i32 = -1;
+    let mut start: u64 = 0;
+    let mut size: usize = 0;
+    // SAFETY: each call writes one attribute of the documented type into a live local of that
+    // type and size (MEMORY_TYPE: a 32-bit CUmemorytype, DEVICE_ORDINAL: int, RANGE_START_ADDR:
+    // CUdeviceptr = u64, RANGE_SIZE: size_t); `address` is only looked up, never dereferenced.
+    // The caller made the backend's context current (CudaStream::context().bind_to_thread()).
+    unsafe {
+        cudarc::driver::sys::cuPointerGetAttribute(
+            (&mut memory_type as *mut u32).cast(),
+            CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            address,
+        )
+        .result()?;
+        cudarc::driver::sys::cuPointerGetAttribute(
+            (&mut ordinal as *mut i32).cast(),
+            CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            address,
+        )
+        .result()?;
+        cudarc::driver::sys::cuPointerGetAttribute(
+            (&mut start as *mut u64).cast(),
+            CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            address,
+        )
+        .result()?;
+        cudarc::driver::sys::cuPointerGetAttribute(
+            (&mut size as *mut usize).cast(),
+            CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+            address,
+        )
+        .result()?;
+    }
+    let end = start.saturating_add(size as u64);
+    Ok(PointerInfo {
+        device_memory: memory_type == CUmemorytype::CU_MEMORYTYPE_DEVICE as u32,
+        ordinal,
+        bytes_left: end.saturating_sub(address),
+    })
+}
+
+/// Records `event` on the raw stream `stream` (a `CUstream` someone else owns; 0 is the legacy
+/// default stream).
+///
+/// # Errors
+/// The driver's status (an invalid stream handle, for one).
+///
+/// # Safety
+/// `stream` must be 0 or a live `CUstream` of the event's context: the driver cannot tell a
+/// destroyed handle from a live one.
+pub(crate) unsafe fn record_on_raw_stream(
+    event: &cudarc::driver::CudaEvent,
+    stream: u64,
+) -> Result<(), cudarc::driver::DriverError> {
+    // SAFETY: the event is a live cudarc event; the stream's validity is the caller's
+    // obligation (this function's # Safety).
+    unsafe {
+        cudarc::driver::sys::cuEventRecord(
+            event.cu_event(),
+            stream as usize as cudarc::driver::sys::CUstream,
+        )
+    }
+    .result()
+}
+
+/// Queues on `stream` an asynchronous copy of `bytes` bytes from device address `src` to `dst`.
+///
+/// # Errors
+/// The driver's status.
+///
+/// # Safety
+/// `src` and `dst` must each hold `bytes` bytes of device memory of the stream's context that
+/// stay allocated until the copy is done (stream order), and must not overlap.
+pub(crate) unsafe fn copy_device_async(
+    dst: u64,
+    src: u64,
+    bytes: usize,
+    stream: &cudarc::driver::CudaStream,
+) -> Result<(), cudarc::driver::DriverError> {
+    // SAFETY: forwarded to the caller (this function's # Safety); the stream is live.
+    unsafe { cudarc::driver::sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.cu_stream()) }
+        .result()
+}

@@ -37,6 +37,7 @@ pub mod reason;
 pub mod recurrence;
 pub mod schedule;
 pub mod streams;
+pub mod table;
 
 #[cfg(test)]
 mod tests;
@@ -71,6 +72,7 @@ pub use schedule::{
     ClusterSchedule, RecurrenceSchedule, choose_cluster_schedule, choose_coop_schedule,
 };
 pub use streams::choose_streams;
+pub use table::{PlanRow, ScheduleSummary, TABLE_HEADING, TableHeading};
 
 /// Which recurrence kernel runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,34 +169,36 @@ pub struct KernelResources {
 }
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
-/// ptxas 13.0 for sm_90: 247 since the re-polling load phase and the one-window path; sm_80:
-/// 250), with its static shared memory [`WIDE_STATIC_SHARED_BYTES`]: one block per SM on every
+/// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the
+/// final-state stores; sm_80: 251), with its static shared memory [`WIDE_STATIC_SHARED_BYTES`]: one block per SM on every
 /// table entry.
-pub const WIDE_REGISTERS: u32 = 247;
+pub const WIDE_REGISTERS: u32 = 254;
 /// Static shared bytes of the compiled wide recurrence: two hidden-state stages of 32 windows x
 /// (128 + 8) floats (measured on the H200 by the driver, 2026-11-29).
 pub const WIDE_STATIC_SHARED_BYTES: usize = 34_816;
 /// Registers per thread of the compiled tiled recurrence (the H200 driver and ptxas 13.0 for
-/// sm_90: 125 since the shared coop step code, 2026-12-01; sm_80: 123;
+/// sm_90: 126 with the shared coop step code and the final-state stores, 2026-12-01; sm_80: 124;
 /// `__launch_bounds__(256, 2)` caps it at 128): two blocks per SM on every table entry.
-pub const TILED_REGISTERS: u32 = 125;
+pub const TILED_REGISTERS: u32 = 126;
 /// Static shared bytes of the compiled tiled recurrence: two hidden-state stages of 8 windows x
 /// (128 + 16) floats.
 pub const TILED_STATIC_SHARED_BYTES: usize = 9_216;
-/// Registers per thread of the compiled resident recurrence (the H200 driver's figure,
-/// 2026-11-29, and ptxas 13.0 for sm_80: 238; 128 of them hold half of R): one 256-thread block
-/// per SM, which its 134,144 dynamic shared bytes allow anyway.
-pub const RESIDENT_REGISTERS: u32 = 238;
+/// Registers per thread of the compiled resident recurrence (ptxas 13.0 for sm_90: 240 with the
+/// final-state stores, 2026-12-01; 238 before, the H200 driver's figure of 2026-11-29; 128 of
+/// them hold half of R): one 256-thread block per SM, which its 134,144 dynamic shared bytes
+/// allow anyway.
+pub const RESIDENT_REGISTERS: u32 = 240;
 /// Registers per thread of the cluster recurrence with 2-CTA clusters: the H200 driver
-/// (`CU_FUNC_ATTRIBUTE_NUM_REGS`, 2026-12-01, ptxas 13.0 for sm_90): 196 (128 of them hold R).
+/// (`CU_FUNC_ATTRIBUTE_NUM_REGS`, 2026-12-01, ptxas 13.0 for sm_90): 198 with the final-state
+/// stores (128 of them hold R).
 /// One 256-thread CTA per SM; the driver reported 66 co-resident 2-CTA clusters on the H200.
-/// The two-window kernel (`bilstm_recurrence_cluster2w2`) uses 225, also one CTA per SM (66
+/// The two-window kernel (`bilstm_recurrence_cluster2w2`) uses 227, also one CTA per SM (66
 /// clusters).
-pub const CLUSTER2_REGISTERS: u32 = 196;
+pub const CLUSTER2_REGISTERS: u32 = 198;
 /// Registers per thread of the cluster recurrence with 4-CTA clusters: the H200 driver
-/// (2026-12-01): 116 (`__launch_bounds__(256, 2)`: two CTAs per SM; the driver reported 62
+/// (2026-12-01): 118 (`__launch_bounds__(256, 2)`: two CTAs per SM; the driver reported 62
 /// co-resident 4-CTA clusters on the H200).
-pub const CLUSTER4_REGISTERS: u32 = 116;
+pub const CLUSTER4_REGISTERS: u32 = 118;
 /// Static shared bytes of the cluster recurrence (either size): the double-buffered hidden
 /// vector (2 x 128 floats) plus two 8-byte mbarriers. A design figure; the driver's replaces it.
 pub const CLUSTER_STATIC_SHARED_BYTES: usize = 2 * HIDDEN * F32_BYTES + 2 * MBARRIER_BYTES;

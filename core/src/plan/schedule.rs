@@ -18,7 +18,7 @@ use crate::schedule::{CoopSchedule, choose_tiled_schedule, choose_wide_schedule}
 pub struct ClusterSchedule {
     /// CTAs per cluster (one of [`crate::geometry::CLUSTER_SIZES`]).
     pub cluster_size: usize,
-    /// Windows each cluster runs side by side (1, or [`CLUSTER_MAX_WINDOWS`] with 2-CTA
+    /// Windows each cluster runs side by side (1, or [`crate::geometry::CLUSTER_MAX_WINDOWS`] with 2-CTA
     /// clusters).
     pub windows_per_cluster: usize,
     /// CTAs in the grid: `2 * ceil(batch / windows_per_cluster) * cluster_size`.

@@ -1,0 +1,371 @@
+//! The forward pass itself: [`CudaBackend::enqueue`] queues a whole pass of a plan on the
+//! backend's streams (see [`crate::backend`]'s module docs for the order of launches),
+//! [`CudaBackend::finish`] waits for it and turns a kernel's error report into an error.
+
+use bilstm_core::exchange::ExchangeLayout;
+use bilstm_core::plan::{Plan, ProjectionTile, RecurrenceKind, RecurrenceSchedule};
+use bilstm_core::{CoreError, Direction};
+use bilstm_kernels::KernelId;
+use bilstm_kernels::params::{ERROR_NONE, ERROR_PARTNER_LOST, ERROR_WORDS};
+use cudarc::driver::CudaStream;
+
+use crate::backend::{CudaBackend, Prepared};
+use crate::buffers::span;
+use crate::error::CudaError;
+use crate::launch::coop::CoopArgs;
+use crate::launch::projection::ProjectionArgs;
+use crate::launch::recurrence_cluster::ClusterArgs;
+use crate::launch::recurrence_resident::ResidentArgs;
+use crate::launch::{self, Span};
+use crate::summary::ForwardSummary;
+
+impl CudaBackend {
+    /// Enqueues a whole pass of `plan`: (clear,) then per layer the projection and the
+    /// recurrence. `final_out` receives the last layer's output (`None`: the backend's own
+    /// layer buffer). Enqueues only: no allocation, no host synchronisation.
+    pub(crate) fn enqueue(
+        &self,
+        plan: &Plan,
+        input: Span,
+        final_out: Option<Span>,
+    ) -> Result<(), CudaError> {
+        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
+        let (main, side) = (&self.device.main, &self.device.side);
+        let shape = st.config.shape;
+        let b = &st.buffers;
+        let batch = plan.batch;
+        let exchange = b.exchange_span(main);
+        let error = span(&b.error, main);
+
+        // The cooperative kinds' exchange layout, zeroed once per pass.
+        let coop = match plan.schedule.choice {
+            RecurrenceSchedule::Cooperative(s) => {
+                let layout = match s.kind {
+                    RecurrenceKind::Wide => ExchangeLayout::wide(s.tile_height, s.tiles)?,
+                    RecurrenceKind::Tiled => ExchangeLayout::tiled(s.tiles)?,
+                    RecurrenceKind::Resident | RecurrenceKind::Cluster => {
+                        return Err(CudaError::Internal {
+                            what: format!("a cooperative schedule of the {} kind", s.kind),
+                        });
+                    }
+                };
+                if layout.words() > exchange.len {
+                    return Err(CudaError::Internal {
+                        what: format!(
+                            "exchange of {} words needed, {} allocated",
+                            layout.words(),
+                            exchange.len
+                        ),
+                    });
+                }
+                launch::clear::launch(
+                    k.get(KernelId::Clear)?,
+                    main,
+                    exchange,
+                    layout.words(),
+                    error,
+                    ERROR_WORDS,
+                )?;
+                Some((s, layout))
+            }
+            RecurrenceSchedule::Resident { .. } => None,
+            RecurrenceSchedule::Cluster(_) => {
+                // No exchange: only the error words a lost partner would report in.
+                launch::clear::launch(
+                    k.get(KernelId::Clear)?,
+                    main,
+                    exchange,
+                    0,
+                    error,
+                    ERROR_WORDS,
+                )?;
+                None
+            }
+        };
+
+        let rows = bilstm_core::error::checked_mul(batch, shape.frames, "forward rows")?;
+        let tile = plan.projection.choice;
+        let proj_fn = k.get(match tile {
+            ProjectionTile::Small64 => KernelId::ProjectionSmall,
+            ProjectionTile::Large128 => KernelId::ProjectionLarge,
+            ProjectionTile::Tf32 => KernelId::ProjectionTf32,
+            ProjectionTile::Tf32x3 => KernelId::ProjectionTf32x3,
+        })?;
+        let weights = span(&b.weights, main);
+        let proj = span(&b.proj, main);
+        let layer_out = [span(&b.layer_out[0], main), span(&b.layer_out[1], main)];
+        let missing = |what: &str| CudaError::Internal {
+            what: format!("packed offsets of {what} missing"),
+        };
+        let spin_timeout_ns = u64::try_from(self.spin_timeout.as_nanos()).unwrap_or(u64::MAX);
+        let state_h = span(&b.state_h, main);
+        let state_c = span(&b.state_c, main);
+        let layer_state_len =
+            bilstm_core::error::checked_mul(2 * batch, shape.hidden, "final state values")?;
+
+        for layer in 0..shape.layers {
+            let width = shape.layer_input_width(layer);
+            let x = if layer == 0 {
+                input
+            } else {
+                layer_out[(layer - 1) % 2]
+            };
+            let out = match final_out {
+                Some(f) if layer + 1 == shape.layers => f,
+                _ => layer_out[layer % 2],
+            };
+            // This layer's block of the final states: [2, batch, 128] at 2 * layer * batch * 128.
+            let state = Some(launch::StateSpans {
+                h: state_h
+                    .offset(layer * layer_state_len, 4)
+                    .ok_or_else(|| missing("the final states"))?,
+                c: state_c
+                    .offset(layer * layer_state_len, 4)
+                    .ok_or_else(|| missing("the final states"))?,
+            });
+            let offsets = [
+                st.packing
+                    .offsets(layer, Direction::Forward)
+                    .ok_or_else(|| missing("the forward direction"))?,
+                st.packing
+                    .offsets(layer, Direction::Reverse)
+                    .ok_or_else(|| missing("the reverse direction"))?,
+            ];
+            let piece = |at: usize| {
+                weights
+                    .offset(at, 4)
+                    .ok_or_else(|| missing("a tensor inside the buffer"))
+            };
+            // The TF32 kernel reads the gate-major TF32-rounded weights, the FP32 SIMT and 3xTF32
+            // ones the K-major FP32 weights.
+            let weights_of = |d: usize| {
+                piece(if tile.is_tf32() {
+                    offsets[d].input_tf32
+                } else {
+                    offsets[d].input_kmajor
+                })
+            };
+            let args = ProjectionArgs {
+                x,
+                weights: [weights_of(0)?, weights_of(1)?],
+                out: proj,
+                direction_stride: b.proj_direction_stride,
+                rows,
+                in_width: width,
+            };
+            self.phases.layer_start(layer, main)?;
+            let cc = self.device.info.facts.compute_capability;
+            if tile.is_tf32() {
+                launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
+            } else if tile == ProjectionTile::Tf32x3 {
+                launch::projection_tf32x3::launch(proj_fn, main, cc, &args)?;
+            } else {
+                launch::projection::launch(proj_fn, main, tile, &args)?;
+            }
+            self.phases.projected(layer, main)?;
+            let proj_of = |d: Direction| {
+                proj.offset(d.index() * b.proj_direction_stride, 4)
+                    .ok_or_else(|| missing("the projection's reverse half"))
+            };
+
+            if let Some(cluster) = plan.schedule.choice.cluster() {
+                let id = cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?;
+                let stall_cta = self.stall.filter(|s| s.layer == layer).map(|s| s.block);
+                launch::recurrence_cluster::launch(
+                    id.kernel(),
+                    k.get(id)?,
+                    main,
+                    &ClusterArgs {
+                        proj: [proj_of(Direction::Forward)?, proj_of(Direction::Reverse)?],
+                        recurrent: [piece(offsets[0].recurrent)?, piece(offsets[1].recurrent)?],
+                        bias: [piece(offsets[0].bias)?, piece(offsets[1].bias)?],
+                        out,
+                        error,
+                        batch,
+                        frames: shape.frames,
+                        layer,
+                        spin_timeout_ns,
+                        max_active_clusters: k.max_active_clusters_of(id),
+                        stall_cta,
+                        state,
+                    },
+                )?;
+                continue;
+            }
+            let Some((schedule, layout)) = coop else {
+                launch::recurrence_resident::launch(
+                    k.get(KernelId::RecurrenceResident)?,
+                    main,
+                    &ResidentArgs {
+                        proj: [proj_of(Direction::Forward)?, proj_of(Direction::Reverse)?],
+                        recurrent: [piece(offsets[0].recurrent)?, piece(offsets[1].recurrent)?],
+                        bias: [piece(offsets[0].bias)?, piece(offsets[1].bias)?],
+                        out,
+                        batch,
+                        frames: shape.frames,
+                        blocks_per_sm: plan.recurrence_occupancy.blocks_per_sm,
+                        state,
+                    },
+                )?;
+                continue;
+            };
+
+            self.proj_done_recorded(st, main, side)?;
+            for direction in Direction::ALL {
+                let o = offsets[direction.index()];
+                let stream = if schedule.concurrent && direction == Direction::Reverse {
+                    side
+                } else {
+                    main
+                };
+                let proj_dir = proj_of(direction)?;
+                for l in 0..schedule.launches_per_direction() {
+                    let stall_block = self
+                        .stall
+                        .filter(|s| s.layer == layer && s.direction == direction && l == 0)
+                        .map(|s| s.block);
+                    let args = CoopArgs {
+                        proj: proj_dir,
+                        recurrent: piece(o.recurrent)?,
+                        bias: piece(o.bias)?,
+                        out,
+                        exchange,
+                        error,
+                        layout,
+                        batch,
+                        frames: shape.frames,
+                        layer,
+                        direction,
+                        tiles: schedule.launch_tiles(l),
+                        co_resident_blocks: plan.co_resident_blocks,
+                        spin_timeout_ns,
+                        stall_block,
+                        state,
+                    };
+                    if schedule.kind == RecurrenceKind::Tiled {
+                        launch::recurrence_tiled::launch(
+                            k.get(KernelId::RecurrenceTiled)?,
+                            stream,
+                            &args,
+                        )?;
+                    } else {
+                        launch::recurrence_wide::launch(
+                            k.get(KernelId::RecurrenceWide)?,
+                            stream,
+                            &args,
+                        )?;
+                    }
+                }
+            }
+            st.side_done
+                .record(side)
+                .map_err(CudaError::driver("recording the side stream's event"))?;
+            main.wait(&st.side_done)
+                .map_err(CudaError::driver("joining the side stream"))?;
+        }
+        self.phases.pass_end(shape.layers, main)?;
+        Ok(())
+    }
+    /// The event a foreign pass records on the caller's stream (created at prepare time).
+    ///
+    /// # Errors
+    /// [`CoreError::NotPrepared`].
+    pub(crate) fn foreign_event(&self) -> Result<&cudarc::driver::CudaEvent, CudaError> {
+        Ok(&self
+            .prepared
+            .as_ref()
+            .ok_or(CoreError::NotPrepared)?
+            .foreign_joined)
+    }
+    /// The backend's final-state buffers `[layers * 2, max_batch, 128]` (h, then c).
+    ///
+    /// # Errors
+    /// [`CoreError::NotPrepared`].
+    pub(crate) fn state_spans(&self) -> Result<(Span, Span), CudaError> {
+        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        let main = &self.device.main;
+        Ok((
+            span(&st.buffers.state_h, main),
+            span(&st.buffers.state_c, main),
+        ))
+    }
+    /// Waits for whatever a failed pass left queued on either stream, so the next pass (whose
+    /// clear rewrites the exchange) never overlaps it. Errors here are the failed pass's own.
+    pub(crate) fn drain(&self) {
+        let _ = self.device.side.synchronize();
+        let _ = self.device.main.synchronize();
+    }
+    fn proj_done_recorded(
+        &self,
+        st: &Prepared,
+        main: &CudaStream,
+        side: &CudaStream,
+    ) -> Result<(), CudaError> {
+        st.proj_done
+            .record(main)
+            .map_err(CudaError::driver("recording the projection's event"))?;
+        side.wait(&st.proj_done)
+            .map_err(CudaError::driver("making the side stream wait"))
+    }
+    /// Waits for the pass (the main stream has joined the side stream) and, after a
+    /// cooperative pass, reads the error words and turns a kernel's report into an error.
+    pub(crate) fn finish(&mut self, summary: ForwardSummary) -> Result<(), CudaError> {
+        self.last = Some(summary);
+        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        let kernel = match summary.recurrence {
+            RecurrenceKind::Resident => {
+                return self
+                    .device
+                    .main
+                    .synchronize()
+                    .map_err(CudaError::driver("finishing a forward pass"));
+            }
+            RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
+            RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
+            RecurrenceKind::Cluster => match summary.plan.schedule.choice.cluster() {
+                Some(c) => {
+                    cluster_kernel(c.cluster_size, c.windows_per_cluster)?
+                        .kernel()
+                        .entry
+                }
+                None => "bilstm_recurrence_cluster",
+            },
+        };
+        let mut report = [0i32; ERROR_WORDS];
+        self.device
+            .main
+            .memcpy_dtoh(&st.buffers.error, &mut report[..])
+            .map_err(CudaError::driver("reading the kernels' error words"))?;
+        match report[0] {
+            ERROR_NONE => Ok(()),
+            ERROR_PARTNER_LOST => Err(CudaError::PartnerLost {
+                kernel,
+                layer: usize::try_from(report[1]).unwrap_or(usize::MAX),
+                direction: if report[2] == 0 {
+                    Direction::Forward
+                } else {
+                    Direction::Reverse
+                },
+                step: usize::try_from(report[3]).unwrap_or(usize::MAX),
+            }),
+            code => Err(CudaError::KernelReport { kernel, code }),
+        }
+    }
+}
+
+/// The cluster kernel of `size` CTAs per cluster running `windows` windows each.
+///
+/// # Errors
+/// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those of
+/// `bilstm_core::geometry::CLUSTER_SIZES` and `CLUSTER_MULTI_WINDOW_SIZE`).
+fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
+    match (size, windows) {
+        (2, 1) => Ok(KernelId::RecurrenceCluster2),
+        (4, 1) => Ok(KernelId::RecurrenceCluster4),
+        (2, 2) => Ok(KernelId::RecurrenceCluster2W2),
+        _ => Err(CudaError::Internal {
+            what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
+        }),
+    }
+}
