@@ -11,7 +11,8 @@
 //!   returns (the main stream is synchronised, which also lets a lost partner be reported), so
 //!   anything the caller queues later sees the results.
 //! - The output bits equal [`bilstm_core::Backend::forward`]'s for the same input; the final
-//!   states those of [`bilstm_core::Backend::forward_with_state`].
+//!   states those of [`bilstm_core::Backend::forward_with_state`]. The kernels read the input
+//!   and write the output and the final states in place: nothing is copied.
 
 use bilstm_core::{CoreError, error::checked_mul};
 
@@ -146,21 +147,9 @@ impl CudaBackend {
         ))?;
         main.wait(joined)
             .map_err(CudaError::driver("waiting for the caller's stream"))?;
-        self.enqueue(&plan, input, Some(output))
+        // The kernels write the final states straight into the caller's h_n / c_n (no copy).
+        self.enqueue_with_states(&plan, input, Some(output), state)
             .inspect_err(|_| self.drain())?;
-        if let Some((h_n, c_n)) = state {
-            let (own_h, own_c) = self.state_spans()?;
-            let bytes = checked_mul(state_len, F32_BYTES, "final state bytes")?;
-            for (dst, src) in [(h_n, own_h), (c_n, own_c)] {
-                // SAFETY: `dst` was checked above to be device memory of this GPU holding
-                // `state_len` floats (the caller keeps it allocated until we return, # Safety);
-                // `src` is the backend's own final-state buffer, which holds
-                // `layers * 2 * max_batch * 128 >= state_len` floats; they cannot overlap (ours
-                // is our allocation); the copy is queued on the main stream after the pass.
-                unsafe { launch::sys::copy_device_async(dst.addr, src.addr, bytes, &main) }
-                    .map_err(CudaError::driver("copying the final states"))?;
-            }
-        }
         self.finish(ForwardSummary::of(plan))
     }
 }

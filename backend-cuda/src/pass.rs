@@ -29,6 +29,18 @@ impl CudaBackend {
         input: Span,
         final_out: Option<Span>,
     ) -> Result<(), CudaError> {
+        self.enqueue_with_states(plan, input, final_out, None)
+    }
+
+    /// [`CudaBackend::enqueue`] with the final states written to `states` (`(h_n, c_n)`, each
+    /// `[layers * 2, batch, 128]`) instead of the backend's own buffers.
+    pub(crate) fn enqueue_with_states(
+        &self,
+        plan: &Plan,
+        input: Span,
+        final_out: Option<Span>,
+        states: Option<(Span, Span)>,
+    ) -> Result<(), CudaError> {
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
         let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
         let (main, side) = (&self.device.main, &self.device.side);
@@ -99,8 +111,8 @@ impl CudaBackend {
             what: format!("packed offsets of {what} missing"),
         };
         let spin_timeout_ns = u64::try_from(self.spin_timeout.as_nanos()).unwrap_or(u64::MAX);
-        let state_h = span(&b.state_h, main);
-        let state_c = span(&b.state_c, main);
+        let (state_h, state_c) =
+            states.unwrap_or_else(|| (span(&b.state_h, main), span(&b.state_c, main)));
         let layer_state_len =
             bilstm_core::error::checked_mul(2 * batch, shape.hidden, "final state values")?;
 
@@ -277,18 +289,6 @@ impl CudaBackend {
             .as_ref()
             .ok_or(CoreError::NotPrepared)?
             .foreign_joined)
-    }
-    /// The backend's final-state buffers `[layers * 2, max_batch, 128]` (h, then c).
-    ///
-    /// # Errors
-    /// [`CoreError::NotPrepared`].
-    pub(crate) fn state_spans(&self) -> Result<(Span, Span), CudaError> {
-        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
-        let main = &self.device.main;
-        Ok((
-            span(&st.buffers.state_h, main),
-            span(&st.buffers.state_c, main),
-        ))
     }
     /// Waits for whatever a failed pass left queued on either stream, so the next pass (whose
     /// clear rewrites the exchange) never overlaps it. Errors here are the failed pass's own.

@@ -25,14 +25,12 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bilstm_core::owned::random_input;
 use bilstm_core::{Backend, CoreError};
 use cudarc::driver::sys::{CUevent_flags, CUstreamCaptureStatus};
 use cudarc::driver::{CudaEvent, CudaStream};
 
 use crate::backend::CudaBackend;
 use crate::error::CudaError;
-use crate::timing::TIMING_INPUT_SEED;
 
 /// The device time of one layer's two phases, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -208,23 +206,7 @@ pub fn time_phases(
     iters: usize,
     warmup: usize,
 ) -> Result<Vec<LayerPhases>, CudaError> {
-    let config = *backend.config().ok_or(CoreError::NotPrepared)?;
-    if batch > config.max_batch {
-        return Err(CoreError::BatchTooLarge {
-            batch,
-            max: config.max_batch,
-        }
-        .into());
-    }
-    let shape = config.shape;
-    let input = random_input(&shape, batch, TIMING_INPUT_SEED);
-    let stream = backend.stream().clone();
-    let d_in = stream
-        .clone_htod(&input)
-        .map_err(CudaError::driver("uploading the phase-timing input"))?;
-    let mut d_out = stream
-        .alloc_zeros::<f32>(shape.output_len(batch)?.max(1))
-        .map_err(CudaError::driver("allocating the phase-timing output"))?;
+    let (d_in, mut d_out) = crate::timing::timing_buffers(backend, batch)?;
     let was_on = backend.phase_timing();
     backend.set_phase_timing(true)?;
     let result = (|| {

@@ -8,6 +8,7 @@
 
 use bilstm_core::owned::random_input;
 use bilstm_core::{Backend, CoreError};
+use cudarc::driver::CudaSlice;
 use cudarc::driver::sys::CUevent_flags;
 
 use crate::backend::CudaBackend;
@@ -35,31 +36,9 @@ pub fn time_forward_device(
     iters: usize,
     warmup: usize,
 ) -> Result<Vec<f64>, CudaError> {
-    let config = *backend.config().ok_or(CoreError::NotPrepared)?;
-    if batch > config.max_batch {
-        return Err(CoreError::BatchTooLarge {
-            batch,
-            max: config.max_batch,
-        }
-        .into());
-    }
-    let shape = config.shape;
-    let input = random_input(&shape, batch, TIMING_INPUT_SEED);
-    let out_len = shape.output_len(batch)?;
+    let (d_in, mut d_out) = timing_buffers(backend, batch)?;
     let stream = backend.stream().clone();
     let ctx = backend.context().clone();
-    // Zero-length device allocations are avoided: batch 0 gets one-element buffers.
-    let mut d_in = stream
-        .alloc_zeros::<f32>(input.len().max(1))
-        .map_err(CudaError::driver("allocating the timing input"))?;
-    if !input.is_empty() {
-        stream
-            .memcpy_htod(&input, &mut d_in)
-            .map_err(CudaError::driver("uploading the timing input"))?;
-    }
-    let mut d_out = stream
-        .alloc_zeros::<f32>(out_len.max(1))
-        .map_err(CudaError::driver("allocating the timing output"))?;
     for _ in 0..warmup {
         backend.forward_device(&d_in, batch, &mut d_out)?;
     }
@@ -86,4 +65,41 @@ pub fn time_forward_device(
         times_ms.push(f64::from(ms));
     }
     Ok(times_ms)
+}
+
+/// The device buffers a timed pass of `batch` windows runs on: the seeded random input
+/// ([`TIMING_INPUT_SEED`]) uploaded, and an output (one-element buffers for batch 0, as a
+/// zero-length allocation has no address).
+///
+/// # Errors
+/// [`CoreError::NotPrepared`]; [`CoreError::BatchTooLarge`]; [`CoreError::Overflow`];
+/// [`CudaError::Driver`] for an allocation or the upload.
+pub(crate) fn timing_buffers(
+    backend: &CudaBackend,
+    batch: usize,
+) -> Result<(CudaSlice<f32>, CudaSlice<f32>), CudaError> {
+    let config = *backend.config().ok_or(CoreError::NotPrepared)?;
+    if batch > config.max_batch {
+        return Err(CoreError::BatchTooLarge {
+            batch,
+            max: config.max_batch,
+        }
+        .into());
+    }
+    let shape = config.shape;
+    let input = random_input(&shape, batch, TIMING_INPUT_SEED);
+    let out_len = shape.output_len(batch)?;
+    let stream = backend.stream();
+    let mut d_in = stream
+        .alloc_zeros::<f32>(input.len().max(1))
+        .map_err(CudaError::driver("allocating the timing input"))?;
+    if !input.is_empty() {
+        stream
+            .memcpy_htod(&input, &mut d_in)
+            .map_err(CudaError::driver("uploading the timing input"))?;
+    }
+    let d_out = stream
+        .alloc_zeros::<f32>(out_len.max(1))
+        .map_err(CudaError::driver("allocating the timing output"))?;
+    Ok((d_in, d_out))
 }

@@ -62,6 +62,18 @@ __device__ __forceinline__ bl_u64 bl_globaltimer_ns() {
     return t;
 }
 
+// One unit's final state of one window and direction into a layer's block of h_n / c_n,
+// [2][batch][BILSTM_HIDDEN] (direction-major), when the caller asked for one (state_h not null).
+__device__ __forceinline__ void bl_store_final_state(float* state_h, float* state_c, bl_u32 direction,
+                                                     bl_u32 batch, bl_u64 window, bl_u32 unit, float h,
+                                                     float c) {
+    if (state_h != nullptr) {
+        const bl_u64 at = ((bl_u64)direction * batch + window) * BILSTM_HIDDEN + unit;
+        state_h[at] = h;
+        state_c[at] = c;
+    }
+}
+
 // Reverses the low `bits` bits of `x` (bits in 1..=32).
 __device__ __forceinline__ bl_u32 bl_bit_reverse(bl_u32 x, int bits) {
     return __brev(x) >> (32 - bits);

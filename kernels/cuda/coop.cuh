@@ -110,11 +110,9 @@ __device__ __forceinline__ void bl_coop_cell(const bl_recurrence_coop_params& p,
                                  bl_preactivation(gates_in.w, dots.w, bias.w), &c);
     if (stores) {
         p.out[row * (2 * BILSTM_HIDDEN) + p.direction * BILSTM_HIDDEN + unit] = h;
-        if (step + 1u == p.frames && p.state_h != nullptr) {
+        if (step + 1u == p.frames) {
             // The last step: the window's final state (row = window * frames + frame).
-            const bl_u64 at = ((bl_u64)p.direction * p.batch + row / p.frames) * BILSTM_HIDDEN + unit;
-            p.state_h[at] = h;
-            p.state_c[at] = c;
+            bl_store_final_state(p.state_h, p.state_c, p.direction, p.batch, row / p.frames, unit, h, c);
         }
         bl_u64* address =
             p.exchange + bl_word_index(b.layout, p.direction, b.tile, step & 1u, b.block, window, unit_in_block);

@@ -409,12 +409,9 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                 }
                 if ((bl_u32)w < valid) {
                     p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
-                    if (step + 1u == frames && p.state_h != nullptr) {
-                        const bl_u64 at =
-                            ((bl_u64)direction * p.batch + first_window + (bl_u32)w) * BILSTM_HIDDEN +
-                            unit;
-                        p.state_h[at] = h;
-                        p.state_c[at] = c[w];
+                    if (step + 1u == frames) {
+                        bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
+                                             first_window + (bl_u32)w, unit, h, c[w]);
                     }
                 }
             }

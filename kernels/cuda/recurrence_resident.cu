@@ -307,10 +307,8 @@ extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
                                          bl_preactivation(gates_in.w, dot_o, bias.w), &c);
             h_s[(step & 1) * BILSTM_HIDDEN + unit] = h;
             p.out[(window_row + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
-            if (step + 1 == frames && p.state_h != nullptr) {
-                const bl_u64 at = ((bl_u64)direction * p.batch + window) * BILSTM_HIDDEN + unit;
-                p.state_h[at] = h;
-                p.state_c[at] = c;
+            if (step + 1 == frames) {
+                bl_store_final_state(p.state_h, p.state_c, direction, p.batch, window, unit, h, c);
             }
         }
         __syncthreads();

@@ -136,22 +136,3 @@ pub(crate) unsafe fn record_on_raw_stream(
     }
     .result()
 }
-
-/// Queues on `stream` an asynchronous copy of `bytes` bytes from device address `src` to `dst`.
-///
-/// # Errors
-/// The driver's status.
-///
-/// # Safety
-/// `src` and `dst` must each hold `bytes` bytes of device memory of the stream's context that
-/// stay allocated until the copy is done (stream order), and must not overlap.
-pub(crate) unsafe fn copy_device_async(
-    dst: u64,
-    src: u64,
-    bytes: usize,
-    stream: &cudarc::driver::CudaStream,
-) -> Result<(), cudarc::driver::DriverError> {
-    // SAFETY: forwarded to the caller (this function's # Safety); the stream is live.
-    unsafe { cudarc::driver::sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.cu_stream()) }
-        .result()
-}
