@@ -25,6 +25,8 @@
 #   memcheck / synccheck / racecheck   compute-sanitizer on gpu_sanitize (a small pass of each
 #                recurrence kernel, wide, tiled, resident, and a graph replay) and on the TF32
 #                projection's small pass when its test binary exists
+#   host         the CLI end to end on .npy files (fresh / warm PTX cache, wall time, peak RSS)
+#                and `bilstm bench --host` (issue 11)
 #   contract     the facade's Backend contract suite on CUDA and Auto (tests/gpu_backend_contract.rs)
 #   errors       GPU tests: bad input, lost partner -> PartnerLost (wide and tiled), NaN/Inf
 #   accuracy     GPU tests: vs the f64 reference (batches 1..64 at 589 frames, frames 1/2/17), vs CPU
@@ -201,6 +203,24 @@ fi
 
 # --- the remaining GPU tests ---------------------------------------------------------------
 run_group errors 90 "$tests_filter|stall" "$bin/gpu_errors" "${gpu_flags[@]}"
+if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
+    # End to end (issue 11): the CLI on .npy files (fresh and warm PTX cache), wall time and peak
+    # memory of the whole command, then the host-slice forward beside the device-resident one.
+    run_group host 240 'wall|bilstm: ran|compiled|prepare|batch|host' bash -c "
+        python3 -c \"import numpy as np; r = np.random.default_rng(1)
+for n in (32, 1024):
+    np.save('/tmp/x%d.npy' % n, r.standard_normal((n, 589, 60)).astype('<f4'))\" &&
+        timed() { python3 -c \"import resource, subprocess, sys, time
+t = time.time(); rc = subprocess.run(sys.argv[1:]).returncode
+print('wall %.3f s, peak RSS %.0f MB, rc %d: %s' % (time.time() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, rc, ' '.join(sys.argv[2:])))\" \"\$@\"; } &&
+        export BILSTM_CACHE_DIR=/tmp/bilstm-ptx-fresh && rm -rf \$BILSTM_CACHE_DIR &&
+        timed '$bin/bilstm' run --input /tmp/x32.npy --output /tmp/y32.npy &&
+        timed '$bin/bilstm' run --input /tmp/x32.npy --output /tmp/y32.npy &&
+        timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy &&
+        timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy --batch 256 &&
+        timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy --batch 32 &&
+        '$bin/bilstm' bench --backend cuda --batches 1,32,256,1024 --iters 10 --host"
+fi
 if [ -x "$bin/gpu_backend_contract" ]; then
     run_group contract 120 "$tests_filter|Auto|cuda" "$bin/gpu_backend_contract" "${gpu_flags[@]}"
 fi

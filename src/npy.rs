@@ -195,6 +195,41 @@ struct Header {
 /// kind (checked in that order); [`NpyError::TooLarge`]; [`NpyError::Truncated`] when the data
 /// is shorter than the header says.
 pub fn read_f32_3d(path: &Path, width: usize) -> Result<Array3, NpyError> {
+    let mut windows = open_f32_3d(path, width)?;
+    let shape = windows.shape();
+    let mut data = Vec::new();
+    windows.read_windows(shape[0], &mut data)?;
+    Ok(Array3 { shape, data })
+}
+
+/// An `.npy` input read a few windows at a time ([`open_f32_3d`]), so that memory is bounded
+/// by the windows in flight rather than by the file.
+pub struct WindowReader {
+    path: PathBuf,
+    reader: BufReader<std::fs::File>,
+    shape: [usize; 3],
+    dims: Vec<u64>,
+    /// Windows read so far.
+    read: usize,
+}
+
+impl std::fmt::Debug for WindowReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowReader")
+            .field("path", &self.path)
+            .field("shape", &self.shape)
+            .field("read", &self.read)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the `.npy` file at `path` for reading its `[batch, frames, width]` f32 array a few
+/// windows at a time: the header is checked as [`read_f32_3d`] checks it, and the file's length
+/// against the shape, before anything else is read.
+///
+/// # Errors
+/// As [`read_f32_3d`] (a truncated file is [`NpyError::Truncated`] here already).
+pub fn open_f32_3d(path: &Path, width: usize) -> Result<WindowReader, NpyError> {
     let read_err = |source| NpyError::Read {
         path: path.to_path_buf(),
         source,
@@ -204,7 +239,51 @@ pub fn read_f32_3d(path: &Path, width: usize) -> Result<Array3, NpyError> {
     let (header, header_bytes) = read_header(path, &mut reader, file_bytes)?;
     let shape = check_header(path, &header, width)?;
     let data_bytes = file_bytes.saturating_sub(header_bytes);
-    read_data(path, &mut reader, shape, data_bytes, &header.shape)
+    check_data_len(path, shape, data_bytes, &header.shape)?;
+    Ok(WindowReader {
+        path: path.to_path_buf(),
+        reader,
+        shape,
+        dims: header.shape,
+        read: 0,
+    })
+}
+
+impl WindowReader {
+    /// The array's shape `[batch, frames, width]`.
+    pub fn shape(&self) -> [usize; 3] {
+        self.shape
+    }
+
+    /// Windows not read yet.
+    pub fn remaining(&self) -> usize {
+        self.shape[0] - self.read
+    }
+
+    /// Reads the next `n` windows (at most [`WindowReader::remaining`]) into `out`, replacing
+    /// its contents: `n * frames * width` values.
+    ///
+    /// # Errors
+    /// [`NpyError::TooLarge`] for more windows than remain or a size beyond memory;
+    /// [`NpyError::Read`] / [`NpyError::Truncated`] when the file ends early or cannot be read.
+    pub fn read_windows(&mut self, n: usize, out: &mut Vec<f32>) -> Result<(), NpyError> {
+        let too_large = || NpyError::TooLarge {
+            path: self.path.clone(),
+            shape: self.dims.clone(),
+        };
+        if n > self.remaining() {
+            return Err(too_large());
+        }
+        let len = n
+            .checked_mul(self.shape[1])
+            .and_then(|v| v.checked_mul(self.shape[2]))
+            .ok_or_else(too_large)?;
+        out.clear();
+        out.try_reserve_exact(len).map_err(|_| too_large())?;
+        read_values(&self.path, &mut self.reader, len, out)?;
+        self.read += n;
+        Ok(())
+    }
 }
 
 /// A header error naming `path`.
@@ -484,14 +563,14 @@ fn check_header(path: &Path, header: &Header, width: usize) -> Result<[usize; 3]
     Ok([batch, frames, width])
 }
 
-/// Reads `shape`'s values from `reader`, positioned at the data, which holds `data_bytes`.
-fn read_data(
+/// Checks that `data_bytes` hold the values of `shape` (`dims` as the header gave them, for
+/// messages).
+fn check_data_len(
     path: &Path,
-    reader: &mut impl Read,
     shape: [usize; 3],
     data_bytes: u64,
     dims: &[u64],
-) -> Result<Array3, NpyError> {
+) -> Result<(), NpyError> {
     let too_large = || NpyError::TooLarge {
         path: path.to_path_buf(),
         shape: dims.to_vec(),
@@ -510,42 +589,51 @@ fn read_data(
             found_bytes: data_bytes,
         });
     }
-    let mut data = Vec::new();
-    data.try_reserve_exact(len).map_err(|_| too_large())?;
+    Ok(())
+}
+
+/// Reads `len` little-endian f32 values from `reader` onto the end of `out`.
+fn read_values(
+    path: &Path,
+    reader: &mut impl Read,
+    len: usize,
+    out: &mut Vec<f32>,
+) -> Result<(), NpyError> {
+    if cfg!(target_endian = "little") {
+        // The file's bytes are the values' ('<f4'): read straight into them.
+        let at = out.len();
+        out.resize(at + len, 0.0);
+        return reader
+            .read_exact(bytemuck::cast_slice_mut(&mut out[at..]))
+            .map_err(|source| NpyError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+    }
+    let byte_len = len.saturating_mul(4);
     let mut chunk = vec![0u8; CHUNK_BYTES.min(byte_len)];
     let mut left = byte_len;
     while left > 0 {
         let n = left.min(chunk.len());
         let buf = &mut chunk[..n];
-        reader.read_exact(buf).map_err(|source| {
-            if source.kind() == io::ErrorKind::UnexpectedEof {
-                NpyError::Truncated {
-                    path: path.to_path_buf(),
-                    shape: dims.to_vec(),
-                    expected_bytes,
-                    found_bytes: u64::try_from(byte_len - left).unwrap_or(u64::MAX),
-                }
-            } else {
-                NpyError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            }
+        reader.read_exact(buf).map_err(|source| NpyError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
-        data.extend(
+        out.extend(
             buf.chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         );
         left -= n;
     }
-    Ok(Array3 { shape, data })
+    Ok(())
 }
 
 /// Writes `data` as a little-endian f32 (`'<f4'`), C-order array of `shape` to `path`,
 /// replacing any file there.
 ///
-/// The array is written to a temporary file in `path`'s directory, synced, and renamed over
-/// `path` only when complete: a failed or interrupted write leaves the previous file whole.
+/// The array is written to a temporary file in `path`'s directory and renamed over `path`
+/// only when complete: a failed or interrupted write leaves the previous file whole.
 /// `path` must name a regular file or nothing (a link to a regular file is followed and
 /// stays): `/dev/stdout`, a FIFO or a device is refused before anything is written.
 ///
@@ -565,17 +653,97 @@ pub fn write_f32_3d(path: &Path, shape: [usize; 3], data: &[f32]) -> Result<(), 
             len: data.len(),
         });
     }
+    write_f32_3d_with(path, shape, |sink| sink.write(data))
+}
+
+/// Where [`write_f32_3d_with`]'s producer puts the values, in order.
+pub struct ValueSink<'a> {
+    out: &'a mut dyn Write,
+    buf: Vec<u8>,
+    left: usize,
+}
+
+impl std::fmt::Debug for ValueSink<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueSink")
+            .field("left", &self.left)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ValueSink<'_> {
+    /// Appends `values` (little-endian f32) to the array.
+    ///
+    /// # Errors
+    /// The write's error; [`io::ErrorKind::InvalidInput`] for more values than the shape holds.
+    pub fn write(&mut self, values: &[f32]) -> io::Result<()> {
+        if values.len() > self.left {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "more values than the shape holds",
+            ));
+        }
+        if cfg!(target_endian = "little") {
+            // The values' bytes are already the file's ('<f4'): no conversion.
+            self.out.write_all(bytemuck::cast_slice(values))?;
+        } else {
+            for chunk in values.chunks(CHUNK_BYTES / 4) {
+                self.buf.clear();
+                for v in chunk {
+                    self.buf.extend_from_slice(&v.to_le_bytes());
+                }
+                self.out.write_all(&self.buf)?;
+            }
+        }
+        self.left -= values.len();
+        Ok(())
+    }
+}
+
+/// Writes a little-endian f32, C-order array of `shape` to `path` as [`write_f32_3d`] does
+/// (temporary file, renamed into place only when complete), with the values coming from
+/// `produce` a few at a time through a [`ValueSink`]: memory stays bounded by what the
+/// producer holds. A producer that fails, or gives fewer or more values than `shape` holds,
+/// leaves no file behind and the previous one whole.
+///
+/// # Errors
+/// [`NpyError::Write`] with the producer's error, a short or long producer, or what creating,
+/// writing or renaming the file met.
+pub fn write_f32_3d_with(
+    path: &Path,
+    shape: [usize; 3],
+    produce: impl FnOnce(&mut ValueSink<'_>) -> io::Result<()>,
+) -> Result<(), NpyError> {
     let write_err = |source| NpyError::Write {
         path: path.to_path_buf(),
         source,
     };
+    let total = shape[0]
+        .checked_mul(shape[1])
+        .and_then(|n| n.checked_mul(shape[2]))
+        .ok_or_else(|| write_err(io::Error::other("the shape's value count overflows")))?;
     let target = crate::fsio::check_output(path).map_err(write_err)?;
-    crate::fsio::write_atomic(&target, |out| write_to(out, shape, data)).map_err(write_err)
+    crate::fsio::write_atomic(&target, |out| {
+        write_header(out, shape)?;
+        let mut sink = ValueSink {
+            out,
+            buf: Vec::with_capacity(CHUNK_BYTES),
+            left: total,
+        };
+        produce(&mut sink)?;
+        if sink.left != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} values missing", sink.left),
+            ));
+        }
+        Ok(())
+    })
+    .map_err(write_err)
 }
 
-/// Writes the header (format 1.0, padded to a multiple of 64 bytes as numpy does) and the
-/// values to `out`.
-fn write_to(out: &mut dyn Write, shape: [usize; 3], data: &[f32]) -> io::Result<()> {
+/// Writes the header (format 1.0, padded to a multiple of 64 bytes as numpy does) to `out`.
+fn write_header(out: &mut dyn Write, shape: [usize; 3]) -> io::Result<()> {
     let dict = format!(
         "{{'descr': '{F32_LE}', 'fortran_order': False, 'shape': ({}, {}, {}), }}",
         shape[0], shape[1], shape[2]
@@ -590,14 +758,7 @@ fn write_to(out: &mut dyn Write, shape: [usize; 3], data: &[f32]) -> io::Result<
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "header too long"))?;
     out.write_all(b"\x93NUMPY\x01\x00")?;
     out.write_all(&len.to_le_bytes())?;
-    out.write_all(&header)?;
-    let mut buf = Vec::with_capacity(CHUNK_BYTES);
-    for chunk in data.chunks(CHUNK_BYTES / 4) {
-        buf.clear();
-        buf.extend(chunk.iter().flat_map(|v| v.to_le_bytes()));
-        out.write_all(&buf)?;
-    }
-    Ok(())
+    out.write_all(&header)
 }
 
 #[cfg(test)]
@@ -853,5 +1014,44 @@ mod tests {
         assert!(matches!(e, NpyError::Length { len: 5, .. }));
         let e = write_f32_3d(Path::new("/nonexistent/y.npy"), [1, 1, 1], &[0.0]).unwrap_err();
         assert!(matches!(e, NpyError::Write { .. }), "{e}");
+    }
+
+    #[test]
+    fn windows_are_read_in_chunks_and_written_by_a_producer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.npy");
+        let values: Vec<f32> = (0..5 * 2 * 3).map(|i| i as f32 * 0.5).collect();
+        write_f32_3d(&path, [5, 2, 3], &values).unwrap();
+        let mut r = open_f32_3d(&path, 3).unwrap();
+        assert_eq!((r.shape(), r.remaining()), ([5, 2, 3], 5));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        r.read_windows(2, &mut a).unwrap();
+        r.read_windows(3, &mut b).unwrap();
+        assert_eq!([a, b].concat(), values);
+        assert!(matches!(
+            r.read_windows(1, &mut Vec::new()),
+            Err(NpyError::TooLarge { .. })
+        ));
+        // A producer in pieces writes the same file; a short or failing one leaves the old file.
+        let out = dir.path().join("y.npy");
+        write_f32_3d_with(&out, [5, 2, 3], |sink| {
+            sink.write(&values[..7])?;
+            sink.write(&values[7..])
+        })
+        .unwrap();
+        assert_eq!(read_f32_3d(&out, 3).unwrap().data, values);
+        let short = write_f32_3d_with(&out, [5, 2, 3], |sink| sink.write(&values[..29]));
+        assert!(matches!(short, Err(NpyError::Write { .. })), "{short:?}");
+        let failing = write_f32_3d_with(&out, [5, 2, 3], |_| Err(io::Error::other("no")));
+        assert!(failing.is_err());
+        let long = write_f32_3d_with(&out, [1, 1, 3], |sink| sink.write(&values[..4]));
+        assert!(long.is_err());
+        assert_eq!(
+            read_f32_3d(&out, 3).unwrap().data,
+            values,
+            "the old file stays whole"
+        );
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 2, "no temporary file remains");
     }
 }

@@ -157,3 +157,45 @@ fn a_model_file_runs_and_a_truncated_one_fails() {
     std::fs::write(&model, &bytes[..bytes.len() / 2]).unwrap();
     run_cpu(&["--model", path(&model)]).fails(1, &[path(&model)]);
 }
+
+/// A file without `--batch` runs `FILE_CHUNK_WINDOWS` (128) windows a pass, streaming the
+/// output to the file chunk by chunk: the bits of one big pass, and the file whole.
+#[test]
+fn files_stream_in_chunks_of_128_windows_with_the_bits_of_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x.npy");
+    let frames = 2;
+    let windows = 300;
+    let shape = OwnedStack::builtin().shape.with_frames(frames);
+    let input = random_input(&shape, windows, 8);
+    write_input(&x, windows, frames, &input);
+    let streamed = dir.path().join("streamed.npy");
+    let run = run_cpu(&["--input", path(&x), "--output", path(&streamed)]).ok();
+    assert!(
+        run.stderr.contains("in 3 passes of up to 128 on cpu"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("windows/s end to end"),
+        "{}",
+        run.stderr
+    );
+    let one = dir.path().join("one.npy");
+    run_cpu(&[
+        "--input",
+        path(&x),
+        "--output",
+        path(&one),
+        "--batch",
+        "300",
+    ])
+    .ok();
+    let (a, b) = (
+        npy::read_f32_3d(&streamed, 256).unwrap(),
+        npy::read_f32_3d(&one, 256).unwrap(),
+    );
+    assert_eq!(a.shape, [windows, frames, 256]);
+    assert_eq!(bits(&a.data), bits(&b.data));
+    assert_eq!(bits(&a.data), bits(&cpu_output(&input, windows, frames)));
+}

@@ -252,21 +252,19 @@ impl Kernels {
     /// when core's occupancy differs from the driver's (set `BILSTM_OCCUPANCY_CHECK=warn` to
     /// record the disagreement in [`CompiledKernel`] instead).
     pub(crate) fn load(device: &Device) -> Result<Kernels, CudaError> {
-        let mut modules: Vec<(&'static str, Arc<CudaModule>, PtxOrigin)> = Vec::new();
+        let modules = load_modules(device)?;
         let strict = std::env::var("BILSTM_OCCUPANCY_CHECK").map_or(true, |v| v != "warn");
         let mut functions = Vec::with_capacity(bilstm_kernels::ALL.len());
         let mut resources = Vec::with_capacity(bilstm_kernels::ALL.len());
         for id in bilstm_kernels::ALL {
             let k = id.kernel();
-            let (module, origin) = match modules.iter().find(|(name, _, _)| *name == k.source_name)
-            {
-                Some((_, m, origin)) => (m.clone(), *origin),
-                None => {
-                    let (m, origin) = load_module(device, k)?;
-                    modules.push((k.source_name, m.clone(), origin));
-                    (m, origin)
-                }
-            };
+            let (module, origin) = modules
+                .iter()
+                .find(|(name, _, _)| *name == k.source_name)
+                .map(|(_, m, origin)| (m.clone(), *origin))
+                .ok_or_else(|| CudaError::Internal {
+                    what: format!("module of {} not loaded", k.source_name),
+                })?;
             let f = module
                 .load_function(k.entry)
                 .map_err(CudaError::driver("finding a kernel entry point"))?;
@@ -367,6 +365,44 @@ impl Kernels {
         let core = occupancy::blocks_per_sm(&device.info.facts, &usage).blocks_per_sm;
         Ok((driver, core))
     }
+}
+
+/// A loaded module: its source file's name, the module, and where its PTX came from.
+type LoadedModule = (&'static str, Arc<CudaModule>, PtxOrigin);
+
+/// Every kernel source compiled (or found in a cache) and loaded, one thread per source: NVRTC
+/// programs and module loads are independent, so a first run on a fresh machine pays for the
+/// slowest source rather than the sum (the H200 machine: 3.46 s for all of them one after
+/// another, issue 11).
+///
+/// # Errors
+/// The first source's error, in [`bilstm_kernels::sources`] order.
+fn load_modules(device: &Device) -> Result<Vec<LoadedModule>, CudaError> {
+    let mut kernels: Vec<&'static bilstm_kernels::Kernel> = Vec::new();
+    for id in bilstm_kernels::ALL {
+        let k = id.kernel();
+        if !kernels.iter().any(|seen| seen.source_name == k.source_name) {
+            kernels.push(k);
+        }
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = kernels
+            .iter()
+            .map(|k| {
+                scope.spawn(move || load_module(device, k).map(|(m, o)| (k.source_name, m, o)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(CudaError::Internal {
+                        what: "a kernel compile thread panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    })
 }
 
 fn load_module(

@@ -39,7 +39,7 @@ pub mod timing;
 pub use backend::{CudaBackend, DEFAULT_SPIN_TIMEOUT, SPIN_TIMEOUT_ENV};
 pub use bilstm_core::plan::{Overrides, Plan, ProjectionTile, RecurrenceKind};
 pub use compile::{
-    CompiledPtx, PtxOrigin, compile, compile_with_cache, nvrtc_options, nvrtc_version,
+    CompiledPtx, PtxOrigin, cache_dir, compile, compile_with_cache, nvrtc_options, nvrtc_version,
 };
 pub use device::{CompiledKernel, DeviceInfo, MIN_COMPUTE_CAPABILITY, device_count, launch_shape};
 pub use error::CudaError;

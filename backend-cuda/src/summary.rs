@@ -1,7 +1,7 @@
 //! [`ForwardSummary`]: what a forward pass ran (plan, kernel, schedule, tile).
 
+use bilstm_core::coop::CoopSchedule;
 use bilstm_core::plan::{Plan, ProjectionTile, RecurrenceKind, RecurrenceSchedule};
-use bilstm_core::schedule::CoopSchedule;
 
 /// What a forward pass ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

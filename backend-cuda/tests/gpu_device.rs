@@ -4,8 +4,8 @@
 mod gpu_support;
 
 use bilstm_core::StackShape;
+use bilstm_core::coop::{choose_tiled_schedule, choose_wide_schedule};
 use bilstm_core::owned::random_input;
-use bilstm_core::schedule::{choose_tiled_schedule, choose_wide_schedule};
 use bilstm_cuda::{RecurrenceKind, device_count};
 use gpu_support::{INPUT_SEED, force, gpu, prepared, run, stack};
 

@@ -22,6 +22,7 @@
 
 pub mod accuracy;
 pub mod backend;
+pub mod coop;
 pub mod device;
 pub mod error;
 pub mod exchange;
@@ -34,14 +35,13 @@ pub mod owned;
 pub mod plan;
 pub mod reference;
 pub mod rng;
-pub mod schedule;
 pub mod shape;
 
 pub use backend::{Backend, BackendConfig};
+pub use coop::CoopSchedule;
 pub use device::{DeviceFacts, DeviceQuery};
 pub use error::{BackendError, CoreError, ErrorKind};
 pub use layout::{DirectionWeights, GateOrder, LayerWeights, OnnxLayer, StackWeights, TorchLayer};
 pub use occupancy::{KernelUsage, Occupancy};
 pub use plan::{KernelResources, Overrides, Plan, ProjectionTile, RecurrenceKind};
-pub use schedule::CoopSchedule;
 pub use shape::{Direction, MathMode, StackShape};

@@ -45,6 +45,11 @@ pub struct BenchArgs {
     /// of {"layer", "projection_ms", "recurrence_ms"}) in the JSON lines. CUDA backend only.
     #[arg(long)]
     pub phases: bool,
+    /// Also time what a caller of the host API gets on the CUDA backend: `Backend::forward`
+    /// with host slices (upload, pass, download), wall clock, median of --iters; a `host ms`
+    /// column, or the key "host_ms" in the JSON lines. (On the CPU every figure is a host one.)
+    #[arg(long)]
+    pub host: bool,
 }
 
 /// One layer's phase times in ms (from `bilstm_cuda::phases` on the CUDA backend).
@@ -108,6 +113,8 @@ struct Measurement {
     max_ms: f64,
     /// Per-layer phases (`--phases` on the CUDA backend).
     phases: Option<Vec<Phase>>,
+    /// The host-slice forward's median, wall clock (`--host` on the CUDA backend).
+    host_ms: Option<f64>,
 }
 
 impl Measurement {
@@ -126,6 +133,7 @@ impl Measurement {
             min_ms: times_ms.first().copied().unwrap_or(f64::NAN),
             max_ms: times_ms.last().copied().unwrap_or(f64::NAN),
             phases: None,
+            host_ms: None,
         }
     }
 
@@ -195,8 +203,13 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
     if !args.json {
         writeln!(
             out,
-            "{:>6}  {:<7} {:<48} {:>11} {:>11}",
-            "batch", "backend", "kernel", "ms/forward", "windows/s"
+            "{:>6}  {:<7} {:<48} {:>11} {:>11}{}",
+            "batch",
+            "backend",
+            "kernel",
+            "ms/forward",
+            "windows/s",
+            if args.host { "     host ms" } else { "" }
         )?;
     }
     let per_batch = u64::try_from(args.warmup.saturating_add(args.iters)).unwrap_or(u64::MAX);
@@ -225,18 +238,22 @@ pub(crate) fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<(), CliErro
             if let (Some(p), Some(map)) = (&m.phases, obj.as_object_mut()) {
                 map.insert("phases".into(), phases_json(p));
             }
+            if let (Some(h), Some(map)) = (m.host_ms, obj.as_object_mut()) {
+                map.insert("host_ms".into(), serde_json::json!(round_to(h, 4)));
+            }
             obj.to_string()
         } else {
             if let Some(p) = &m.phases {
                 tables.push(phases_table(m.batch, p));
             }
             format!(
-                "{:>6}  {:<7} {:<48} {:>11.3} {:>11.2}",
+                "{:>6}  {:<7} {:<48} {:>11.3} {:>11.2}{}",
                 m.batch,
                 backend.name(),
                 m.kernel,
                 m.median_ms,
-                m.windows_per_s()
+                m.windows_per_s(),
+                m.host_ms.map_or(String::new(), |h| format!(" {h:>11.3}"))
             )
         };
         bar.suspend(|| writeln!(out, "{line}"))?;
@@ -278,20 +295,34 @@ fn time_batch(
         bar.inc(u64::try_from(args.warmup + args.iters).unwrap_or(u64::MAX));
         let mut m = Measurement::from_times(batch, backend.kernel_label(), times);
         m.phases = phases;
+        if args.host {
+            let host = time_host(backend, shape, batch, args)?;
+            m.host_ms = Some(host.median_ms);
+        }
         return Ok(m);
     }
+    let m = time_host(backend, shape, batch, args)?;
+    bar.inc(u64::try_from(args.warmup + args.iters).unwrap_or(u64::MAX));
+    Ok(m)
+}
+
+/// Times `Backend::forward` with host slices (wall clock): warm-up, then `iters` passes.
+fn time_host(
+    backend: &mut Selected,
+    shape: &StackShape,
+    batch: usize,
+    args: &BenchArgs,
+) -> Result<Measurement, CliError> {
     let input = random_input(shape, batch, INPUT_SEED);
     let mut output = vec![0.0f32; shape.output_len(batch)?];
     for _ in 0..args.warmup {
         backend.forward(&input, batch, &mut output)?;
-        bar.inc(1);
     }
     let mut times = Vec::with_capacity(args.iters);
     for _ in 0..args.iters {
         let started = Instant::now();
         backend.forward(&input, batch, &mut output)?;
         times.push(started.elapsed().as_secs_f64() * 1e3);
-        bar.inc(1);
     }
     Ok(Measurement::from_times(
         batch,

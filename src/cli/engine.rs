@@ -103,6 +103,40 @@ impl Selected {
         }
     }
 
+    /// After [`Selected::prepare`] on CUDA: a note when NVRTC compiled kernels just now (a
+    /// one-time cost: later runs take the PTX from the disk cache), naming the cache folder;
+    /// `None` when everything came from a cache, or on the CPU.
+    #[cfg(feature = "cuda")]
+    pub fn compile_note(&self) -> Option<String> {
+        let cuda = self.auto.as_cuda()?;
+        let resources = cuda.kernel_resources()?;
+        let compiled = resources
+            .iter()
+            .filter(|r| r.ptx_origin == bilstm_cuda::PtxOrigin::Compiled)
+            .count();
+        if compiled == 0 {
+            return None;
+        }
+        let (major, minor) = cuda.device().facts.compute_capability;
+        Some(match bilstm_cuda::cache_dir() {
+            Some(dir) => format!(
+                "compiled {compiled} CUDA kernels for compute_{major}{minor} with NVRTC (one time: \
+                 cached in {}; BILSTM_CACHE_DIR moves it)",
+                dir.display()
+            ),
+            None => format!(
+                "compiled {compiled} CUDA kernels for compute_{major}{minor} with NVRTC (no disk \
+                 cache: BILSTM_CACHE_DIR=off or no HOME)"
+            ),
+        })
+    }
+
+    /// Without CUDA nothing is compiled.
+    #[cfg(not(feature = "cuda"))]
+    pub fn compile_note(&self) -> Option<String> {
+        None
+    }
+
     /// The plan the CUDA backend runs for `batch` windows (its compiled kernels' resources,
     /// the prepared shape and math mode); `None` on the CPU.
     #[cfg(feature = "cuda")]

@@ -1,7 +1,7 @@
 //! `bilstm run`: the stack on an `.npy` input (or a seeded random one), output to `.npy` or a
 //! checksum on stdout.
 
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -97,11 +97,12 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let weights = stack.weights()?;
     let features = stack.shape.features;
 
-    let (input, source) = match &args.input {
+    // A file is read a chunk of windows at a time; the seeded random input is made whole.
+    let (mut input, source) = match &args.input {
         Some(path) => {
-            let array = npy::read_f32_3d(path, features)?;
-            let source = format!("{} {}", path.display(), dims(array.shape));
-            (array, source)
+            let reader = npy::open_f32_3d(path, features)?;
+            let source = format!("{} {}", path.display(), dims(reader.shape()));
+            (Input::File(reader), source)
         }
         None => {
             let batch = args.batch.unwrap_or(1);
@@ -118,10 +119,10 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 dims(array.shape),
                 args.seed
             );
-            (array, source)
+            (Input::Memory(array), source)
         }
     };
-    let [windows, frames, _] = input.shape;
+    let [windows, frames, _] = input.shape();
     if frames == 0 {
         return Err(CliError::Input(format!(
             "input {source} has no frames: a window needs at least one"
@@ -136,21 +137,14 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
         note!("input: {source}: no windows, nothing to run");
         return finish(args, target.as_deref(), out_shape, &[], started, out);
     }
-    let out_len = shape.output_len(windows)?;
-    let mut output = Vec::new();
-    output.try_reserve_exact(out_len).map_err(|_| {
-        CliError::Input(format!(
-            "the output of {} ({out_len} float32) does not fit in memory",
-            dims(out_shape)
-        ))
-    })?;
-    output.resize(out_len, 0.0f32);
-    // With --input, --batch is the chunk size; without, the input is one chunk.
-    let chunk = match (&args.input, args.batch) {
-        (Some(_), Some(n)) => n.min(windows),
-        _ => windows,
+    // --batch is the chunk (windows per pass); a file without it runs FILE_CHUNK_WINDOWS at a
+    // time (memory bounded by two chunks, not by the file); the random input is one pass.
+    let chunk = match (&input, args.batch) {
+        (Input::File(_), Some(n)) => n,
+        (Input::File(_), None) => FILE_CHUNK_WINDOWS,
+        (Input::Memory(_), _) => windows,
     }
-    .max(1);
+    .clamp(1, windows);
 
     let mut backend = Selected::open(args.backend)?;
     note!("model: {description}");
@@ -167,6 +161,9 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     )?;
     let prepare_ms = prepare_started.elapsed().as_secs_f64() * 1e3;
     note!("backend: {}", backend.selection());
+    if let Some(compiled) = backend.compile_note() {
+        note!("{compiled}");
+    }
     if let Some(plan) = backend.cuda_plan(chunk) {
         match plan {
             Ok(plan) => {
@@ -178,22 +175,66 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
     }
 
-    let in_window = shape.input_len(1)?;
-    let out_window = shape.output_len(1)?;
     let chunks = windows.div_ceil(chunk);
     let bar = progress(chunks);
-    let forward_started = Instant::now();
-    for (x, y) in input
-        .data
-        .chunks(chunk * in_window)
-        .zip(output.chunks_mut(chunk * out_window))
-    {
-        let n = x.len() / in_window;
-        backend.forward(x, n, y)?;
-        bar.inc(1);
-    }
+    let mut pass = Pass {
+        backend: &mut backend,
+        shape,
+        chunk,
+        forward_ms: 0.0,
+        x: Vec::new(),
+        y: Vec::new(),
+    };
+    let whole = match (target.as_deref(), &args.output) {
+        (Some(target_path), Some(path)) => {
+            // Streamed: each chunk's output goes to the (temporary) file as it is computed.
+            let mut failure: Option<CliError> = None;
+            let written = npy::write_f32_3d_with(target_path, out_shape, |sink| {
+                let mut done = 0;
+                while done < windows {
+                    let n = chunk.min(windows - done);
+                    let y = pass
+                        .run(&mut input, done, n)
+                        .map_err(|e| io::Error::other(failure.insert(e).to_string()))?;
+                    sink.write(y)?;
+                    done += n;
+                    bar.inc(1);
+                }
+                Ok(())
+            });
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            written.map_err(|e| match e {
+                npy::NpyError::Write { source, .. } => npy::NpyError::Write {
+                    path: path.clone(),
+                    source,
+                },
+                other => other,
+            })?;
+            None
+        }
+        _ => {
+            let out_len = shape.output_len(windows)?;
+            let mut output = Vec::new();
+            output.try_reserve_exact(out_len).map_err(|_| {
+                CliError::Input(format!(
+                    "the output of {} ({out_len} float32) does not fit in memory",
+                    dims(out_shape)
+                ))
+            })?;
+            let mut done = 0;
+            while done < windows {
+                let n = chunk.min(windows - done);
+                output.extend_from_slice(pass.run(&mut input, done, n)?);
+                done += n;
+                bar.inc(1);
+            }
+            Some(output)
+        }
+    };
     bar.finish_and_clear();
-    let forward_ms = forward_started.elapsed().as_secs_f64() * 1e3;
+    let forward_ms = pass.forward_ms;
     let label = backend.kernel_label();
     let on = if label.starts_with(backend.name()) {
         label
@@ -206,8 +247,79 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
         if windows == 1 { "" } else { "s" },
         if chunks == 1 { "" } else { "es" },
     );
+    match whole {
+        Some(output) => finish(args, target.as_deref(), out_shape, &output, started, out),
+        None => {
+            if let Some(path) = &args.output {
+                let all_s = started.elapsed().as_secs_f64();
+                note!(
+                    "wrote {} {} float32 ({:.1} ms in all, {:.0} windows/s end to end)",
+                    path.display(),
+                    dims(out_shape),
+                    all_s * 1e3,
+                    windows as f64 / all_s.max(1e-9)
+                );
+            }
+            Ok(())
+        }
+    }
+}
 
-    finish(args, target.as_deref(), out_shape, &output, started, out)
+/// Windows per pass when `bilstm run` reads a file and `--batch` is not given: host memory
+/// then holds about two such chunks (input and output) instead of the whole file. On the H200
+/// 128 windows run as efficiently as any larger batch (two-window 2-CTA clusters in two waves:
+/// 10.33 ms, 0.081 ms a window, against 82.2 ms for 1024; `bench/NOTES.md`, 2026-12-01).
+pub(crate) const FILE_CHUNK_WINDOWS: usize = 128;
+
+/// The stack input: a file read a chunk at a time, or the seeded random input in memory.
+enum Input {
+    File(npy::WindowReader),
+    Memory(npy::Array3),
+}
+
+impl Input {
+    fn shape(&self) -> [usize; 3] {
+        match self {
+            Input::File(r) => r.shape(),
+            Input::Memory(a) => a.shape,
+        }
+    }
+}
+
+/// The forward passes of one run: the backend, the chunk buffers (reused) and the time spent.
+struct Pass<'a> {
+    backend: &'a mut Selected,
+    shape: StackShape,
+    chunk: usize,
+    forward_ms: f64,
+    x: Vec<f32>,
+    y: Vec<f32>,
+}
+
+impl Pass<'_> {
+    /// Runs windows `first .. first + n` of `input` and returns their output.
+    fn run(&mut self, input: &mut Input, first: usize, n: usize) -> Result<&[f32], CliError> {
+        let in_w = self.shape.input_len(1)?;
+        let x: &[f32] = match input {
+            Input::File(reader) => {
+                reader.read_windows(n, &mut self.x)?;
+                &self.x
+            }
+            Input::Memory(a) => &a.data[first * in_w..(first + n) * in_w],
+        };
+        let out_len = self.shape.output_len(n)?;
+        if self.y.len() != out_len {
+            self.y.clear();
+            self.y
+                .try_reserve_exact(self.shape.output_len(self.chunk)?)
+                .map_err(|_| CliError::Input("the output chunk does not fit in memory".into()))?;
+            self.y.resize(out_len, 0.0);
+        }
+        let started = Instant::now();
+        self.backend.forward(x, n, &mut self.y)?;
+        self.forward_ms += started.elapsed().as_secs_f64() * 1e3;
+        Ok(&self.y)
+    }
 }
 
 /// The most bytes a seeded random input and its output may take together (8 GiB): the

@@ -9,7 +9,7 @@
 //! | recurrence kernel | [`choose_recurrence`] | cluster from 9.0 where a cluster fits ([`CLUSTER_MIN_COMPUTE_CAPABILITY`]), else resident where it fits an SM (measured on 9.0: [`MEASURED_ARCHITECTURES`]), else tiled from [`TILED_MIN_BATCH`] windows, wide below |
 //! | cluster size | [`choose_cluster_size`] | 4 CTAs while each CTA of all `2 * batch` clusters has an SM of its own ([`CLUSTER_ONE_WAVE_SIZE`]), else 2 ([`CLUSTER_WAVES_SIZE`]) (measured on 9.0) |
 //! | windows per cluster | [`choose_cluster_windows`] | 1 while all one-window clusters fit one wave, else 2 with 2-CTA clusters (measured on 9.0) |
-//! | its schedule | [`choose_coop_schedule`], [`choose_cluster_schedule`] | [`crate::schedule`]: tile heights, launches within the co-resident capacity; clusters in waves |
+//! | its schedule | [`choose_coop_schedule`], [`choose_cluster_schedule`] | [`crate::coop`]: tile heights, launches within the co-resident capacity; clusters in waves |
 //! | directions at once | [`choose_streams`] | only when both directions fit the capacity together |
 //! | projection tile | [`choose_projection_tile`] | TF32 where allowed in TF32 mode, else 3xTF32 at every batch on [`TF32X3_ARCHITECTURES`] (pending measurement), else 64x64 on [`SMALL_TILE_ARCHITECTURES`] (measured on 9.0), elsewhere 64x64 below [`LARGE_TILE_MIN_ROWS`] rows, 128x128 from there |
 //!
@@ -44,6 +44,7 @@ mod tests;
 
 use core::fmt;
 
+use crate::coop::CoopSchedule;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
@@ -52,7 +53,6 @@ use crate::geometry::{
     PROJ_TF32X3_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
-use crate::schedule::CoopSchedule;
 use crate::shape::{MathMode, StackShape};
 
 pub use projection::{

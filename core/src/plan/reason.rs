@@ -78,7 +78,7 @@ pub enum Reason {
         /// The driver's figure or core's estimate.
         source: CapacitySource,
     },
-    /// A cooperative schedule ([`crate::schedule`]).
+    /// A cooperative schedule ([`crate::coop`]).
     Cooperative {
         /// Wide or tiled.
         kind: RecurrenceKind,

@@ -1,11 +1,11 @@
-//! The schedule of the chosen recurrence: a cooperative schedule ([`crate::schedule`]) for
+//! The schedule of the chosen recurrence: a cooperative schedule ([`crate::coop`]) for
 //! the wide and tiled kernels, one grid of `2 * batch` blocks for the resident kernel, one grid
 //! of `2 * batch` clusters for the cluster kernel.
 
 use super::recurrence::{ClusterCapacity, WindowsDecision};
 use super::{Decision, Reason, RecurrenceKind};
+use crate::coop::{CoopSchedule, choose_tiled_schedule, choose_wide_schedule};
 use crate::error::{CoreError, checked_mul};
-use crate::schedule::{CoopSchedule, choose_tiled_schedule, choose_wide_schedule};
 
 /// The cluster recurrence's launch for one layer: one ordinary (not cooperative) launch of
 /// `2 * ceil(batch / windows_per_cluster)` clusters of `cluster_size` CTAs, both directions;

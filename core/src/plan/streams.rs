@@ -47,7 +47,7 @@ pub fn choose_streams(schedule: &RecurrenceSchedule, co_resident_blocks: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::{choose_tiled_schedule, choose_wide_schedule};
+    use crate::coop::{choose_tiled_schedule, choose_wide_schedule};
 
     #[test]
     fn concurrency_follows_the_schedule() {
