@@ -28,6 +28,8 @@
 #   host         the CLI end to end on .npy files (fresh / warm PTX cache, wall time, peak RSS)
 #                and `bilstm bench --host` (issue 11)
 #   contract     the facade's Backend contract suite on CUDA and Auto (tests/gpu_backend_contract.rs)
+#   pipeline     GPU tests: chunked host forwards give the unsplit bits; a lost partner in
+#                any chunk is reported
 #   errors       GPU tests: bad input, lost partner -> PartnerLost (wide and tiled), NaN/Inf
 #   accuracy     GPU tests: vs the f64 reference (batches 1..64 at 589 frames, frames 1/2/17), vs CPU
 #   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
@@ -203,6 +205,7 @@ fi
 
 # --- the remaining GPU tests ---------------------------------------------------------------
 run_group errors 90 "$tests_filter|stall" "$bin/gpu_errors" "${gpu_flags[@]}"
+run_group pipeline 90 "$tests_filter" "$bin/gpu_pipeline" "${gpu_flags[@]}"
 if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
     # End to end (issue 11): the CLI on .npy files (fresh and warm PTX cache), wall time and peak
     # memory of the whole command, then the host-slice forward beside the device-resident one.
@@ -217,9 +220,13 @@ print('wall %.3f s, peak RSS %.0f MB, rc %d: %s' % (time.time() - t, resource.ge
         timed '$bin/bilstm' run --input /tmp/x32.npy --output /tmp/y32.npy &&
         timed '$bin/bilstm' run --input /tmp/x32.npy --output /tmp/y32.npy &&
         timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy &&
-        timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy --batch 256 &&
+        timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024b.npy --batch 256 &&
+        python3 -c \"import numpy as np; a = np.load('/tmp/y1024.npy'); b = np.load('/tmp/y1024b.npy')
+print('host: 128-window and 256-window passes give the same bits:', a.shape == b.shape and bool((a.view(np.uint32) == b.view(np.uint32)).all()))\" &&
         timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy --batch 32 &&
-        '$bin/bilstm' bench --backend cuda --batches 1,32,256,1024 --iters 10 --host"
+        '$bin/bilstm' bench --backend cuda --batches 1,8,32,64,256,1024 --iters 10 --host &&
+        echo 'host zero copy off' && BILSTM_ZERO_COPY=0 '$bin/bilstm' bench --backend cuda --batches 1,8,32,64 --iters 10 --host &&
+        for c in 0 128; do echo \"host chunk \$c\"; BILSTM_HOST_CHUNK=\$c '$bin/bilstm' bench --backend cuda --batches 256,1024 --iters 10 --host; done"
 fi
 if [ -x "$bin/gpu_backend_contract" ]; then
     run_group contract 120 "$tests_filter|Auto|cuda" "$bin/gpu_backend_contract" "${gpu_flags[@]}"

@@ -172,7 +172,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Whatever creating, writing, syncing or renaming met.
 pub(crate) fn write_atomic(
     target: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    fill: impl FnOnce(&mut (dyn Write + Send)) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = directory_of(target);
     let name = target
@@ -250,7 +250,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("y");
         fs::write(&p, b"old").unwrap();
-        let e = write_atomic(&p, |w: &mut dyn Write| {
+        let e = write_atomic(&p, |w: &mut (dyn Write + Send)| {
             w.write_all(b"partial")?;
             Err(io::Error::other("interrupted"))
         });

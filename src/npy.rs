@@ -658,7 +658,7 @@ pub fn write_f32_3d(path: &Path, shape: [usize; 3], data: &[f32]) -> Result<(), 
 
 /// Where [`write_f32_3d_with`]'s producer puts the values, in order.
 pub struct ValueSink<'a> {
-    out: &'a mut dyn Write,
+    out: &'a mut (dyn Write + Send),
     buf: Vec<u8>,
     left: usize,
 }

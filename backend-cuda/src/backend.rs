@@ -43,7 +43,7 @@ use bilstm_core::{Backend, BackendConfig, CoreError, MathMode, StackShape, Stack
 use bilstm_kernels::KernelId;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
-use crate::buffers::{Buffers, span};
+use crate::buffers::Buffers;
 use crate::device::{CompiledKernel, Device, DeviceInfo, Kernels};
 use crate::error::CudaError;
 use crate::hooks::StallInjection;
@@ -67,6 +67,14 @@ pub(crate) struct Prepared {
     pub(crate) side_done: CudaEvent,
     /// Recorded on a caller's stream by [`CudaBackend::forward_foreign`].
     pub(crate) foreign_joined: CudaEvent,
+    /// Pipelined host path: a chunk's upload is on the device (copy stream).
+    pub(crate) chunk_uploaded: CudaEvent,
+    /// Pipelined host path: a chunk's pass is done (main stream).
+    pub(crate) chunk_done: CudaEvent,
+    /// Page-locked, device-mapped host memory for the output of an unsplit host pass of up to
+    /// [`crate::host::ZERO_COPY_MAX_WINDOWS`] windows, which the last layer writes directly
+    /// ([`crate::host`]); `None` when it could not be allocated (the pass then downloads).
+    pub(crate) mapped_out: Option<cudarc::driver::PinnedHostSlice<f32>>,
     /// Distinguishes preparations (a graph captured under one must not replay under another).
     pub(crate) id: u64,
 }
@@ -108,6 +116,10 @@ pub struct CudaBackend {
     /// Test-only fault injection ([`crate::hooks`]); always `None` in production.
     pub(crate) stall: Option<StallInjection>,
     pub(crate) last: Option<ForwardSummary>,
+    /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
+    pub(crate) host_chunk: usize,
+    /// Whether an unsplit host pass writes its output to mapped host memory; see [`crate::host`].
+    pub(crate) zero_copy: bool,
     pub(crate) preparations: u64,
 }
 
@@ -134,7 +146,8 @@ fn parse_spin_timeout(value: Option<&str>) -> Duration {
 
 impl CudaBackend {
     /// Opens GPU `ordinal` (0 for the first). The spin timeout is [`DEFAULT_SPIN_TIMEOUT`]
-    /// unless `BILSTM_SPIN_TIMEOUT_MS` says otherwise. Kernels are compiled by the first
+    /// unless `BILSTM_SPIN_TIMEOUT_MS` says otherwise; the host path's chunk
+    /// [`bilstm_core::plan::pipeline::HOST_CHUNK_WINDOWS`] unless `BILSTM_HOST_CHUNK` does. Kernels are compiled by the first
     /// [`Backend::prepare`] (or [`CudaBackend::plan_for`]).
     ///
     /// # Errors
@@ -153,6 +166,8 @@ impl CudaBackend {
             stall: None,
             last: None,
             preparations: 0,
+            host_chunk: crate::host::host_chunk_from_env(),
+            zero_copy: crate::host::zero_copy_from_env(),
         })
     }
 
@@ -475,21 +490,16 @@ impl Backend for CudaBackend {
         let buffers =
             Buffers::allocate(&self.device.main, &config.shape, config.max_batch, &packed)?;
         let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-        let proj_done = self
-            .device
-            .ctx
-            .new_event(flags)
-            .map_err(CudaError::driver("creating an event"))?;
-        let side_done = self
-            .device
-            .ctx
-            .new_event(flags)
-            .map_err(CudaError::driver("creating an event"))?;
-        let foreign_joined = self
-            .device
-            .ctx
-            .new_event(flags)
-            .map_err(CudaError::driver("creating an event"))?;
+        let event = || {
+            self.device
+                .ctx
+                .new_event(flags)
+                .map_err(CudaError::driver("creating an event"))
+        };
+        let (proj_done, side_done, foreign_joined) = (event()?, event()?, event()?);
+        let (chunk_uploaded, chunk_done) = (event()?, event()?);
+        let mapped_out =
+            crate::host::mapped_output(&self.device.ctx, &config.shape, config.max_batch);
         self.preparations = self.preparations.wrapping_add(1);
         self.prepared = Some(Prepared {
             config: *config,
@@ -498,6 +508,9 @@ impl Backend for CudaBackend {
             proj_done,
             side_done,
             foreign_joined,
+            chunk_uploaded,
+            chunk_done,
+            mapped_out,
             id: self.preparations,
         });
         Ok(())
@@ -532,75 +545,6 @@ impl Backend for CudaBackend {
 
     fn config(&self) -> Option<&BackendConfig> {
         self.prepared.as_ref().map(|p| &p.config)
-    }
-}
-
-impl CudaBackend {
-    /// The host-slice forward of [`Backend::forward`]; with `state`, also the final states of
-    /// [`Backend::forward_with_state`].
-    fn host_forward(
-        &mut self,
-        input: &[f32],
-        batch: usize,
-        output: &mut [f32],
-        state: Option<(&mut [f32], &mut [f32])>,
-    ) -> Result<(), CudaError> {
-        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
-        let shape = st.config.shape;
-        if let Some((h_n, c_n)) = &state {
-            shape.check_state(batch, h_n.len(), c_n.len())?;
-        }
-        if batch > st.config.max_batch {
-            return Err(CoreError::BatchTooLarge {
-                batch,
-                max: st.config.max_batch,
-            }
-            .into());
-        }
-        shape.check_io(batch, input.len(), output.len())?;
-        if batch == 0 {
-            return Ok(());
-        }
-        let plan = self.plan(batch)?;
-        let main = self.device.main.clone();
-        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
-        {
-            let mut dst = st
-                .buffers
-                .input
-                .try_slice_mut(0..input.len())
-                .ok_or_else(|| CudaError::Internal {
-                    what: "input buffer shorter than the batch".into(),
-                })?;
-            main.memcpy_htod(input, &mut dst)
-                .map_err(CudaError::driver("uploading the input"))?;
-        }
-        let input_span = span(&st.buffers.input, &main);
-        self.enqueue(&plan, input_span, None)
-            .inspect_err(|_| self.drain())?;
-        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
-        let last = &st.buffers.layer_out[(shape.layers - 1) % 2];
-        let src = last
-            .try_slice(0..output.len())
-            .ok_or_else(|| CudaError::Internal {
-                what: "output buffer shorter than the batch".into(),
-            })?;
-        main.memcpy_dtoh(&src, output)
-            .map_err(CudaError::driver("downloading the output"))
-            .inspect_err(|_| self.drain())?;
-        if let Some((h_n, c_n)) = state {
-            for (buffer, host) in [(&st.buffers.state_h, h_n), (&st.buffers.state_c, c_n)] {
-                let src = buffer
-                    .try_slice(0..host.len())
-                    .ok_or_else(|| CudaError::Internal {
-                        what: "final-state buffer shorter than the batch".into(),
-                    })?;
-                main.memcpy_dtoh(&src, host)
-                    .map_err(CudaError::driver("downloading the final states"))
-                    .inspect_err(|_| self.drain())?;
-            }
-        }
-        self.finish(ForwardSummary::of(plan))
     }
 }
 

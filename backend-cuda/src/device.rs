@@ -59,6 +59,9 @@ pub(crate) struct Device {
     pub ctx: Arc<CudaContext>,
     pub main: Arc<CudaStream>,
     pub side: Arc<CudaStream>,
+    /// The pipelined host path's copies (uploads and downloads of chunks), beside the compute
+    /// on `main`.
+    pub copy: Arc<CudaStream>,
     pub info: DeviceInfo,
 }
 
@@ -158,10 +161,14 @@ impl Device {
         let side = ctx
             .new_stream()
             .map_err(CudaError::driver("creating the side stream"))?;
+        let copy = ctx
+            .new_stream()
+            .map_err(CudaError::driver("creating the copy stream"))?;
         Ok(Device {
             ctx,
             main,
             side,
+            copy,
             info: DeviceInfo {
                 ordinal,
                 name,

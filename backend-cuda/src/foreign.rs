@@ -19,6 +19,7 @@ use bilstm_core::{CoreError, error::checked_mul};
 use crate::backend::CudaBackend;
 use crate::error::CudaError;
 use crate::launch::{self, Span};
+use crate::pass::Region;
 use crate::summary::ForwardSummary;
 
 /// Device buffers owned by the caller, as device addresses on this backend's GPU.
@@ -148,7 +149,7 @@ impl CudaBackend {
         main.wait(joined)
             .map_err(CudaError::driver("waiting for the caller's stream"))?;
         // The kernels write the final states straight into the caller's h_n / c_n (no copy).
-        self.enqueue_with_states(&plan, input, Some(output), state)
+        self.enqueue_with_states(&plan, input, Some(output), state, Region::WHOLE)
             .inspect_err(|_| self.drain())?;
         self.finish(ForwardSummary::of(plan))
     }

@@ -30,6 +30,7 @@ pub mod error;
 pub mod foreign;
 pub mod graph;
 pub mod hooks;
+pub mod host;
 pub(crate) mod launch;
 pub(crate) mod pass;
 pub mod phases;

@@ -19,7 +19,41 @@ use crate::launch::recurrence_resident::ResidentArgs;
 use crate::launch::{self, Span};
 use crate::summary::ForwardSummary;
 
+/// Where in the backend's layer buffers a pass works, and whether it zeroes the error words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Region {
+    /// The pass uses the layer buffers from this window on (a chunk of the pipelined host path
+    /// keeps its layers apart from its neighbours' so their copies can overlap it).
+    pub first_window: usize,
+    /// Zero the error words before the pass (a later chunk keeps an earlier chunk's report).
+    pub fresh_error: bool,
+}
+
+impl Region {
+    /// A whole pass: the buffers from window 0, fresh error words.
+    pub(crate) const WHOLE: Region = Region {
+        first_window: 0,
+        fresh_error: true,
+    };
+}
+
 impl CudaBackend {
+    /// Zeroes the kernels' error words on the main stream (before the chunks of a pipelined
+    /// pass, whose kinds may differ and which then keep the first report).
+    pub(crate) fn clear_error_words(&self) -> Result<(), CudaError> {
+        let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
+        let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
+        let main = &self.device.main;
+        launch::clear::launch(
+            k.get(KernelId::Clear)?,
+            main,
+            st.buffers.exchange_span(main),
+            0,
+            span(&st.buffers.error, main),
+            ERROR_WORDS,
+        )
+    }
+
     /// Enqueues a whole pass of `plan`: (clear,) then per layer the projection and the
     /// recurrence. `final_out` receives the last layer's output (`None`: the backend's own
     /// layer buffer). Enqueues only: no allocation, no host synchronisation.
@@ -29,17 +63,19 @@ impl CudaBackend {
         input: Span,
         final_out: Option<Span>,
     ) -> Result<(), CudaError> {
-        self.enqueue_with_states(plan, input, final_out, None)
+        self.enqueue_with_states(plan, input, final_out, None, Region::WHOLE)
     }
 
     /// [`CudaBackend::enqueue`] with the final states written to `states` (`(h_n, c_n)`, each
-    /// `[layers * 2, batch, 128]`) instead of the backend's own buffers.
+    /// `[layers * 2, batch, 128]`) instead of the backend's own buffers, and the layer buffers
+    /// used from `region`.
     pub(crate) fn enqueue_with_states(
         &self,
         plan: &Plan,
         input: Span,
         final_out: Option<Span>,
         states: Option<(Span, Span)>,
+        region: Region,
     ) -> Result<(), CudaError> {
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
         let k = self.kernels.as_ref().ok_or(CoreError::NotPrepared)?;
@@ -49,6 +85,7 @@ impl CudaBackend {
         let batch = plan.batch;
         let exchange = b.exchange_span(main);
         let error = span(&b.error, main);
+        let error_words = if region.fresh_error { ERROR_WORDS } else { 0 };
 
         // The cooperative kinds' exchange layout, zeroed once per pass.
         let coop = match plan.schedule.choice {
@@ -77,7 +114,7 @@ impl CudaBackend {
                     exchange,
                     layout.words(),
                     error,
-                    ERROR_WORDS,
+                    error_words,
                 )?;
                 Some((s, layout))
             }
@@ -90,7 +127,7 @@ impl CudaBackend {
                     exchange,
                     0,
                     error,
-                    ERROR_WORDS,
+                    error_words,
                 )?;
                 None
             }
@@ -106,10 +143,19 @@ impl CudaBackend {
         })?;
         let weights = span(&b.weights, main);
         let proj = span(&b.proj, main);
-        let layer_out = [span(&b.layer_out[0], main), span(&b.layer_out[1], main)];
         let missing = |what: &str| CudaError::Internal {
             what: format!("packed offsets of {what} missing"),
         };
+        let region_start =
+            bilstm_core::error::checked_mul(region.first_window, shape.output_len(1)?, "region")?;
+        let layer_out = [
+            span(&b.layer_out[0], main)
+                .offset(region_start, 4)
+                .ok_or_else(|| missing("the chunk's layer buffer"))?,
+            span(&b.layer_out[1], main)
+                .offset(region_start, 4)
+                .ok_or_else(|| missing("the chunk's layer buffer"))?,
+        ];
         let spin_timeout_ns = u64::try_from(self.spin_timeout.as_nanos()).unwrap_or(u64::MAX);
         let (state_h, state_c) =
             states.unwrap_or_else(|| (span(&b.state_h, main), span(&b.state_c, main)));
@@ -311,16 +357,27 @@ impl CudaBackend {
     /// Waits for the pass (the main stream has joined the side stream) and, after a
     /// cooperative pass, reads the error words and turns a kernel's report into an error.
     pub(crate) fn finish(&mut self, summary: ForwardSummary) -> Result<(), CudaError> {
+        self.finish_reading(summary, false)
+    }
+
+    /// [`CudaBackend::finish`]; with `always_read`, the error words are read even after a
+    /// resident pass (a pipelined pass's chunks may run different kinds).
+    pub(crate) fn finish_reading(
+        &mut self,
+        summary: ForwardSummary,
+        always_read: bool,
+    ) -> Result<(), CudaError> {
         self.last = Some(summary);
         let st = self.prepared.as_ref().ok_or(CoreError::NotPrepared)?;
         let kernel = match summary.recurrence {
-            RecurrenceKind::Resident => {
+            RecurrenceKind::Resident if !always_read => {
                 return self
                     .device
                     .main
                     .synchronize()
                     .map_err(CudaError::driver("finishing a forward pass"));
             }
+            RecurrenceKind::Resident => launch::recurrence_resident::KERNEL,
             RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
             RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
             RecurrenceKind::Cluster => match summary.plan.schedule.choice.cluster() {

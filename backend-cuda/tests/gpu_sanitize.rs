@@ -2,7 +2,7 @@
 //! forced) for compute-sanitizer's memcheck, racecheck and synccheck (`scripts/gpu-bundle`'s
 //! run.sh runs this binary under each tool with a long spin timeout:
 //! `BILSTM_SPIN_TIMEOUT_MS`), each checked against the f64 reference. The default plan's pass
-//! (resident on the H200) runs too, and a graph replay of it.
+//! (resident on the H200) runs too, and a graph replay of it, and a chunked host pass.
 
 // Test helpers: a failed expectation is a failed test.
 #![allow(clippy::expect_used)]
@@ -94,5 +94,25 @@ fn small_cluster2_pass_for_sanitizers() {
     let want = reference(&st, &input, batch);
     let (rel, max_abs) = errors(&got, &want);
     eprintln!("cluster2: batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+    assert!(rel <= budget());
+}
+
+/// The pipelined host path: batch 3 in chunks of 2 and 1 (two passes in two window regions of
+/// the layer buffers, copies on the copy stream), checked against the f64 reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_chunked_host_pass_for_sanitizers() {
+    let shape = StackShape::pyannote().with_frames(17);
+    let st = stack(&shape);
+    let batch = 3;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared(&st, batch);
+    b.set_host_chunk(2);
+    let got = run(&mut b, &shape, &input, batch);
+    let want = reference(&st, &input, batch);
+    let (rel, max_abs) = errors(&got, &want);
+    eprintln!(
+        "chunked: batch {batch} in chunks of 2, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}"
+    );
     assert!(rel <= budget());
 }

@@ -187,20 +187,11 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let whole = match (target.as_deref(), &args.output) {
         (Some(target_path), Some(path)) => {
-            // Streamed: each chunk's output goes to the (temporary) file as it is computed.
+            // Streamed: each chunk's output goes to the (temporary) file as it is computed, by a
+            // writer thread, while the next chunk is read and computed.
             let mut failure: Option<CliError> = None;
             let written = npy::write_f32_3d_with(target_path, out_shape, |sink| {
-                let mut done = 0;
-                while done < windows {
-                    let n = chunk.min(windows - done);
-                    let y = pass
-                        .run(&mut input, done, n)
-                        .map_err(|e| io::Error::other(failure.insert(e).to_string()))?;
-                    sink.write(y)?;
-                    done += n;
-                    bar.inc(1);
-                }
-                Ok(())
+                stream_passes(sink, &mut pass, &mut input, windows, &bar, &mut failure)
             });
             if let Some(e) = failure {
                 return Err(e);
@@ -263,6 +254,59 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// Runs every pass of `input` and writes the outputs to `sink` in order. A writer thread owns
+/// the sink: it writes pass k's output while this thread reads and computes pass k + 1, so
+/// memory holds at most two output chunks (the hand-over waits for the writer), and the
+/// buffers circulate instead of being allocated per pass. A write error stops the passes and
+/// is returned; a pass's error is put in `failure` (and returned as an I/O error that says so).
+fn stream_passes(
+    sink: &mut npy::ValueSink<'_>,
+    pass: &mut Pass<'_>,
+    input: &mut Input,
+    windows: usize,
+    bar: &ProgressBar,
+    failure: &mut Option<CliError>,
+) -> io::Result<()> {
+    std::thread::scope(|scope| {
+        // Rendezvous hand-over: a full buffer passes only when the writer is free to take it.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(0);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<f32>>();
+        let writer = scope.spawn(move || -> io::Result<()> {
+            for y in full_rx {
+                sink.write(&y)?;
+                // The computing side may have finished; a spare buffer is then just dropped.
+                let _ = empty_tx.send(y);
+            }
+            Ok(())
+        });
+        let mut computed = Ok(());
+        let mut done = 0;
+        while done < windows {
+            let n = pass.chunk.min(windows - done);
+            if let Err(e) = pass.run(input, done, n) {
+                computed = Err(e);
+                break;
+            }
+            if full_tx.send(std::mem::take(&mut pass.y)).is_err() {
+                break; // The writer stopped on an error, reported below.
+            }
+            // The writer took this output only after sending the previous one back, so that
+            // buffer is waiting here: two output buffers in all.
+            pass.y = empty_rx.try_recv().unwrap_or_default();
+            done += n;
+            bar.inc(1);
+        }
+        drop(full_tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the output writer thread panicked")));
+        if let Err(e) = computed {
+            return Err(io::Error::other(failure.insert(e).to_string()));
+        }
+        written
+    })
 }
 
 /// Windows per pass when `bilstm run` reads a file and `--batch` is not given: host memory

@@ -136,3 +136,24 @@ pub(crate) unsafe fn record_on_raw_stream(
     }
     .result()
 }
+
+/// The device address of page-locked host memory at `host` allocated with
+/// `CU_MEMHOSTALLOC_DEVICEMAP` (with unified addressing, the same value).
+///
+/// # Errors
+/// The driver's status (memory not mapped for the device, no context).
+///
+/// # Safety
+/// `host` must point into a live `cuMemHostAlloc` allocation of the current context made with
+/// `CU_MEMHOSTALLOC_DEVICEMAP`.
+pub(crate) unsafe fn mapped_device_address(
+    host: *mut f32,
+) -> Result<u64, cudarc::driver::DriverError> {
+    let mut address: u64 = 0;
+    // SAFETY: the driver writes one CUdeviceptr (u64) into a live local; `host` is a mapped
+    // allocation of the current context (this function's # Safety); flags must be 0.
+    unsafe {
+        cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut address, host.cast(), 0).result()?;
+    }
+    Ok(address)
+}

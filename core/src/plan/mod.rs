@@ -32,6 +32,7 @@
 //! depends on `batch * frames` rows, and the shape is validated (hidden size 128) in the same
 //! step, so a backend passes what it was prepared with.
 
+pub mod pipeline;
 pub mod projection;
 pub mod reason;
 pub mod recurrence;

@@ -1,0 +1,137 @@
+//! GPU: the pipelined host path (a host forward split into chunks whose copies overlap their
+//! neighbours' compute) and the zero-copy one (the output written to mapped host memory) give
+//! the downloaded unsplit pass's bits for every chunk size and recurrence kind, and a lost
+//! partner in any chunk is reported, never a silently partial output.
+
+mod gpu_support;
+
+use std::time::Duration;
+
+use bilstm_core::owned::random_input;
+use bilstm_core::plan::pipeline::HOST_CHUNK_WINDOWS;
+use bilstm_core::{Backend, BackendError, Direction, ErrorKind, StackShape};
+use bilstm_cuda::{CudaError, Overrides, RecurrenceKind, StallInjection};
+use gpu_support::{
+    INPUT_SEED, assert_same_bits, budget, errors, prepared, prepared_kind, reference, run, stack,
+};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn chunked_host_forwards_give_the_unsplit_bits() {
+    let shape = StackShape::pyannote();
+    let st = stack(&shape);
+    let batch = 11;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared(&st, batch);
+    assert_eq!(b.host_chunk(), HOST_CHUNK_WINDOWS);
+    assert!(b.host_zero_copy());
+    b.set_host_chunk(0);
+    // The unsplit pass with its output written to mapped host memory, then downloaded.
+    let whole = run(&mut b, &shape, &input, batch);
+    let (rel, _) = errors(&whole, &reference(&st, &input, batch));
+    assert!(
+        rel <= budget(),
+        "unsplit zero-copy pass: relative L2 {rel:e}"
+    );
+    b.set_host_zero_copy(false);
+    let downloaded = run(&mut b, &shape, &input, batch);
+    assert_same_bits(&whole, &downloaded, "downloaded against zero-copy");
+    b.set_host_zero_copy(true);
+    // Chunks of 1 (eleven passes), 3 (3+3+3+2), 4 (4+4+3), 10 (10+1) and one chunk.
+    for chunk in [1, 3, 4, 10, 11, 64] {
+        b.set_host_chunk(chunk);
+        let got = run(&mut b, &shape, &input, batch);
+        assert_same_bits(&whole, &got, &format!("chunks of {chunk}"));
+    }
+    // Dirty workspaces between chunked passes change nothing either.
+    b.set_host_chunk(3);
+    b.scribble_workspaces(7).expect("scribble");
+    let dirty = run(&mut b, &shape, &input, batch);
+    assert_same_bits(&whole, &dirty, "chunks of 3 after a scribble");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn chunked_cooperative_passes_give_the_unsplit_bits() {
+    // The wide and tiled kinds clear their exchange per chunk (but not the error words).
+    let shape = StackShape::pyannote().with_frames(96);
+    let st = stack(&shape);
+    let batch = 19;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut reference_bits = None;
+    for kind in [
+        RecurrenceKind::Wide,
+        RecurrenceKind::Tiled,
+        RecurrenceKind::Resident,
+        RecurrenceKind::Cluster,
+    ] {
+        let mut b = prepared_kind(&st, batch, kind);
+        b.set_host_chunk(0);
+        let whole = run(&mut b, &shape, &input, batch);
+        for chunk in [5, 8] {
+            b.set_host_chunk(chunk);
+            let got = run(&mut b, &shape, &input, batch);
+            assert_same_bits(&whole, &got, &format!("{kind}, chunks of {chunk}"));
+        }
+        match &reference_bits {
+            None => reference_bits = Some(whole),
+            Some(first) => assert_same_bits(first, &whole, &format!("{kind} against wide")),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_lost_partner_in_an_early_chunk_is_reported_after_a_clean_last_chunk() {
+    let shape = StackShape::pyannote().with_frames(64);
+    let st = stack(&shape);
+    // Chunks of 4, 4 and 2 windows. With 4-CTA clusters a chunk of n windows launches 8n
+    // CTAs per layer: CTA 20 (cluster 5, the reverse direction) exists in the two 4-window
+    // chunks only, so the last chunk runs clean after the failures and must not hide them.
+    let batch = 10;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared_kind(&st, batch, RecurrenceKind::Cluster);
+    b.set_overrides(Overrides {
+        recurrence: Some(RecurrenceKind::Cluster),
+        cluster_size: Some(4),
+        ..Overrides::default()
+    })
+    .expect("forcing 4-CTA clusters");
+    b.set_host_chunk(4);
+    let clean = run(&mut b, &shape, &input, batch);
+    b.set_spin_timeout(Duration::from_millis(200));
+    b.inject_stall(Some(StallInjection {
+        layer: 1,
+        direction: Direction::Reverse,
+        block: 20,
+    }));
+    let mut out = vec![0.0; shape.output_len(batch).unwrap()];
+    let e = b.forward(&input, batch, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    match e {
+        CudaError::PartnerLost {
+            kernel,
+            layer,
+            direction,
+            ..
+        } => assert_eq!(
+            (kernel, layer, direction),
+            ("bilstm_recurrence_cluster4", 1, Direction::Reverse)
+        ),
+        other => panic!("expected PartnerLost, got {other}"),
+    }
+    // A stall every chunk reaches (CTA 12 exists in all three) is reported too.
+    b.inject_stall(Some(StallInjection {
+        layer: 3,
+        direction: Direction::Forward,
+        block: 12,
+    }));
+    let e = b.forward(&input, batch, &mut out).unwrap_err();
+    assert!(
+        matches!(e, CudaError::PartnerLost { layer: 3, .. }),
+        "expected PartnerLost at layer 3, got {e}"
+    );
+    b.inject_stall(None);
+    let again = run(&mut b, &shape, &input, batch);
+    assert_same_bits(&clean, &again, "after the failed chunked passes");
+}
