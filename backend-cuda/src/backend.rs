@@ -30,6 +30,10 @@
 //! 4. download the output (host forward), synchronise; after a cooperative pass read the error
 //!    words: a kernel that gave up waiting for a partner becomes [`CudaError::PartnerLost`].
 //!
+//! A host forward of more than [`CudaBackend::host_chunk`] windows runs as several such passes
+//! whose copies overlap each other's compute, and a smaller one may have its last layer write
+//! into mapped host memory instead of downloading: see [`crate::host`].
+//!
 //! Nothing is allocated and nothing synchronises the host while a pass is enqueued, so a pass
 //! can be captured in a CUDA graph ([`CudaBackend::capture_forward_device`]) and replayed
 //! ([`CudaBackend::replay`], which checks the error words after the graph ran).
