@@ -17,9 +17,10 @@ const KEYS: [&str; 7] = [
     "windows_per_s",
 ];
 
-#[test]
-fn json_lines_only_on_stdout() {
-    let run = bilstm(&[
+/// `bilstm bench --backend cpu --batches 1 --frames 7 --iters 2 --json` plus `extra`: the run
+/// and its only stdout line, parsed (the test fails unless there is exactly one).
+fn one_cpu_json_line(extra: &[&str]) -> (cli_support::Run, serde_json::Value) {
+    let mut args = vec![
         "bench",
         "--backend",
         "cpu",
@@ -30,11 +31,19 @@ fn json_lines_only_on_stdout() {
         "--iters",
         "2",
         "--json",
-    ])
-    .ok();
+    ];
+    args.extend_from_slice(extra);
+    let run = bilstm(&args).ok();
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{}", run.stdout);
-    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let v = serde_json::from_str(lines[0]).unwrap();
+    (run, v)
+}
+
+#[test]
+fn json_lines_only_on_stdout() {
+    let (run, v) = one_cpu_json_line(&[]);
+    let lines: Vec<&str> = run.stdout.lines().collect();
     let obj = v.as_object().expect("a JSON object");
     for key in KEYS {
         assert!(obj.contains_key(key), "{key} missing from {}", lines[0]);
@@ -103,24 +112,8 @@ fn one_line_per_batch_and_a_table_without_json() {
 
 #[test]
 fn phases_on_the_cpu_backend_is_a_note_and_changes_nothing() {
-    let run = bilstm(&[
-        "bench",
-        "--backend",
-        "cpu",
-        "--batches",
-        "1",
-        "--frames",
-        "7",
-        "--iters",
-        "2",
-        "--json",
-        "--phases",
-    ])
-    .ok();
-    let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{}", run.stdout);
-    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
-    assert!(v.get("phases").is_none(), "{}", lines[0]);
+    let (run, v) = one_cpu_json_line(&["--phases"]);
+    assert!(v.get("phases").is_none(), "{}", run.stdout);
     assert!(
         run.stderr
             .contains("per-phase timing needs the CUDA backend"),

@@ -171,9 +171,17 @@ impl CudaBackend {
         output: &mut [f32],
     ) -> Result<(), CudaError> {
         let chunks: Vec<(usize, usize)> = host_chunks(batch, self.host_chunk).collect();
+        // Every chunk but the last has the full size: two plans at most, selected once each.
+        let full = self.plan(self.host_chunk)?;
         let plans = chunks
             .iter()
-            .map(|&(_, n)| self.plan(n))
+            .map(|&(_, n)| {
+                if n == full.batch {
+                    Ok(full)
+                } else {
+                    self.plan(n)
+                }
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let run = self.run_chunks(input, output, &chunks, &plans);
         if run.is_err() {
