@@ -1,9 +1,13 @@
 //! Criterion benchmarks of the CPU backend: one forward pass of the built-in model (pyannote
-//! shape, 589 frames) at batches 1, 8 and 32 with two threads, and batch 1 with one thread.
+//! shape, 589 frames) at batches 1, 8 and 32 with two threads, and batch 1 with one thread,
+//! for every instruction set the host has (`forward/<isa>/threads<n>/batch<b>`, `<isa>` as
+//! `BILSTM_CPU_ISA` names it: `avx2`, `avx512vl`, `avx512`); the portable kernels only at
+//! batch 1 on one thread (they are many times slower without FMA instructions).
 //!
-//! `cargo bench -p bilstm-cpu` (add `-- --quick` for a short run). Criterion reports the time
-//! per forward and windows per second (throughput in elements = windows). The comparison
-//! with ONNX Runtime on the same machine is `scripts/cpu-vs-ort`.
+//! `cargo bench -p bilstm-cpu` (add `-- --quick` for a short run, or a filter such as
+//! `-- avx512/`). Criterion reports the time per forward and windows per second (throughput in
+//! elements = windows). The comparison with ONNX Runtime on the same machine is
+//! `scripts/cpu-vs-ort`.
 
 #![allow(
     missing_docs,
@@ -19,7 +23,7 @@ use std::time::Duration;
 
 use bilstm_core::owned::{OwnedStack, random_input};
 use bilstm_core::{Backend, BackendConfig};
-use bilstm_cpu::CpuBackend;
+use bilstm_cpu::{CpuBackend, Isa};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 fn forward(c: &mut Criterion) {
@@ -31,15 +35,27 @@ fn forward(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    for (threads, batch) in [(2, 1), (1, 1), (2, 8), (2, 32)] {
-        let mut cpu = CpuBackend::with_threads(threads);
+    let cases = Isa::available().into_iter().flat_map(|isa| {
+        let all: &[(usize, usize)] = if isa.is_avx2_fma() {
+            &[(2, 1), (1, 1), (2, 8), (2, 32)]
+        } else {
+            &[(1, 1)]
+        };
+        all.iter()
+            .map(move |&(threads, batch)| (isa, threads, batch))
+    });
+    for (isa, threads, batch) in cases {
+        let mut cpu = CpuBackend::with_isa(threads, isa);
         cpu.prepare(&weights, &BackendConfig::pyannote(batch))
             .unwrap();
         let input = random_input(&shape, batch, 1);
         let mut output = vec![0.0f32; shape.output_len(batch).unwrap()];
         group.throughput(Throughput::Elements(batch as u64));
         group.bench_with_input(
-            BenchmarkId::new(format!("threads{threads}"), format!("batch{batch}")),
+            BenchmarkId::new(
+                format!("{}/threads{threads}", isa.name()),
+                format!("batch{batch}"),
+            ),
             &batch,
             |b, &batch| {
                 b.iter(|| {

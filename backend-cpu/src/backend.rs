@@ -19,9 +19,10 @@ use crate::simd::{self, Isa, kernels};
 pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
 
 /// The environment variable [`CpuBackend::new`] reads a cap on the instruction set from:
-/// `portable`, `avx2` or `avx512` ([`Isa::detect_at_most`]); other values are ignored. Every
+/// `portable`, `avx2`, `avx512vl` (256-bit kernels with AVX-512VL's registers) or `avx512`
+/// (the 512-bit AVX-512F kernels) ([`Isa::detect_at_most`]); other values are ignored. Every
 /// instruction set gives the same bits, so this only changes speed (and lets one host time
-/// the AVX2-only path).
+/// each path).
 pub const ISA_ENV: &str = "BILSTM_CPU_ISA";
 
 /// The environment variables [`CpuBackend::new`] reads whose value it ignores because it is
@@ -42,7 +43,7 @@ pub fn ignored_env() -> Vec<String> {
     );
     check(
         ISA_ENV,
-        "portable, avx2 or avx512",
+        "portable, avx2, avx512vl or avx512",
         env_value(ISA_ENV, Isa::detect_at_most).is_some(),
     );
     out

@@ -3,9 +3,10 @@
 //! The CPU backend of bilstm: [`CpuBackend`] runs a bidirectional LSTM stack
 //! `[batch, frames, features] -> [batch, frames, 256]` in FP32 on any host, implementing
 //! [`bilstm_core::Backend`]. On x86-64 with AVX2 and FMA (detected at run time, once, in
-//! [`CpuBackend::new`]) it runs hand-blocked SIMD kernels, with larger register tiles where
-//! AVX-512VL adds registers; elsewhere the same kernels compiled portably. Every path gives the
-//! same bits ([`Isa`]).
+//! [`CpuBackend::new`]) it runs hand-blocked SIMD kernels; with AVX-512F and AVX-512VL, the
+//! input projection and the recurrent product run on 512-bit vectors (one `zmm` per 16-column
+//! weight-strip row) and the gate math on 256-bit ones with 32 registers; elsewhere the same
+//! kernels compiled portably. Every path gives the same bits ([`Isa`]).
 //!
 //! ## How a forward runs
 //! [`Backend::prepare`](bilstm_core::Backend::prepare) validates the shape and weights, packs
@@ -19,13 +20,15 @@
 //! chunk, so it stays in L2 between its two phases):
 //!
 //! 1. the input projection of the chunk, a register-blocked SGEMM (6 rows x 16 columns, 12
-//!    accumulators, or 6 x 32 with 24 where AVX-512VL gives 32 registers; near the core's FMA
-//!    peak), prefetching the next rows while it computes. From layer 1 on, it reads the
+//!    `ymm` accumulators, or 6 x 32 with 24 where AVX-512VL gives 32 registers, or 6 x 32 in
+//!    12 `zmm` with AVX-512F; near the core's FMA peak), prefetching the next rows while it
+//!    computes. From layer 1 on, it reads the
 //!    previous layer's forward and reverse hidden states directly (K = 128 + 128), no merged
 //!    copy;
 //! 2. the recurrence over the chunk's steps: per step a small GEMM over the batch
-//!    (`gates += h·R`, 6 windows x 16 columns per register tile, streaming R from L2; batch 1:
-//!    1 window x 64 columns), then the fused, vectorised
+//!    (`gates += h·R`, 6 windows x 16 columns per register tile, 6 x 32 with AVX-512VL, 6 x
+//!    64 in `zmm` with AVX-512F, streaming R from L2; batch 1: 1 window x 64 columns, 128 in
+//!    `zmm`), then the fused, vectorised
 //!    pointwise pass `+ bias`, `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g`,
 //!    `h = o·tanh(c)`, four panels at a time so their latency chains overlap.
 //!
@@ -39,9 +42,12 @@
 //!
 //! - the output bits are the same for 1 or 2 threads and on every run;
 //! - a window's output bits do not depend on the batch it is run in, nor on its position;
-//! - the AVX2 + FMA kernels, their AVX-512VL build and the portable kernels (`f32::mul_add`,
-//!   [`Isa::portable`]) give the same bits: every step is one IEEE operation all compute
-//!   alike, and tile sizes never change a value's chain (tested on every set the host has).
+//! - the AVX2 + FMA kernels, their AVX-512VL build, the 512-bit AVX-512F kernels and the
+//!   portable kernels (`f32::mul_add`, [`Isa::portable`]) give the same bits: every step is
+//!   one IEEE operation all compute alike, a vector lane is always one output column (so a
+//!   512-bit vector only advances more columns' chains at once), and tile sizes never change
+//!   a value's chain (tested on every set the host has; the 512-bit tiling also with the
+//!   portable operations on any host).
 //!
 //! `σ`, `tanh` and `exp` are the kernels' own vectorised functions (Cephes constructions,
 //! `exp` within 1 ulp, `σ` within 1.5e-7 relative, `tanh` within 8e-8 absolute, measured
@@ -57,8 +63,11 @@
 //! `1` or `2`) when set, else the available parallelism, at most [`MAX_THREADS`];
 //! [`CpuBackend::with_threads`] sets it in code. The `bilstm` CLI opens its CPU backend with
 //! `new`, so `BILSTM_CPU_THREADS=1 bilstm bench --backend cpu` times one thread. Likewise
-//! [`ISA_ENV`] (`BILSTM_CPU_ISA=portable|avx2|avx512`) caps the detected instruction set, e.g.
-//! to time the AVX2-only kernels on an AVX-512 host.
+//! [`ISA_ENV`] (`BILSTM_CPU_ISA=portable|avx2|avx512vl|avx512`) caps the detected instruction
+//! set, e.g. to time the AVX2-only kernels on an AVX-512 host: `avx512` is the 512-bit
+//! AVX-512F kernels (the default where the CPU has AVX-512F and AVX-512VL), `avx512vl` the
+//! 256-bit kernels with AVX-512VL's 32 registers (the `avx512` of versions before the 512-bit
+//! kernels), `avx2` AVX2 + FMA, `portable` plain Rust ([`Isa`] has the table).
 //!
 //! ## Special values
 //! - **Weights** must be finite: NaN or infinite weights make `prepare` fail with

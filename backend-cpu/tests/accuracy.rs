@@ -14,7 +14,7 @@ use bilstm_core::accuracy::CPU_FP32_REL_L2;
 use bilstm_core::owned::{OwnedStack, random_input};
 use bilstm_core::reference::{forward_f64, relative_l2, workspace_len};
 use bilstm_core::{Backend, BackendConfig, MathMode, StackShape};
-use bilstm_cpu::CpuBackend;
+use bilstm_cpu::{CpuBackend, Isa};
 
 /// Runs `batch` windows of `frames` frames through the CPU backend and the reference, prints
 /// and returns the relative L2 error.
@@ -22,8 +22,30 @@ fn rel_l2(label: &str, frames: usize, batch: usize, weight_seed: u64, input_seed
     rel_l2_scaled(label, frames, batch, weight_seed, input_seed, 1.0)
 }
 
-/// As [`rel_l2`], with the inputs multiplied by `input_scale`.
+/// As [`rel_l2_scaled`], on `cpu`.
 fn rel_l2_scaled(
+    label: &str,
+    frames: usize,
+    batch: usize,
+    weight_seed: u64,
+    input_seed: u64,
+    input_scale: f32,
+) -> f64 {
+    let cpu = CpuBackend::new();
+    rel_l2_on(
+        cpu,
+        label,
+        frames,
+        batch,
+        weight_seed,
+        input_seed,
+        input_scale,
+    )
+}
+
+/// As [`rel_l2`] on `cpu`, with the inputs multiplied by `input_scale`.
+fn rel_l2_on(
+    mut cpu: CpuBackend,
     label: &str,
     frames: usize,
     batch: usize,
@@ -37,7 +59,6 @@ fn rel_l2_scaled(
     let mut input = random_input(&shape, batch, input_seed);
     input.iter_mut().for_each(|v| *v *= input_scale);
 
-    let mut cpu = CpuBackend::new();
     cpu.prepare(
         &weights,
         &BackendConfig {
@@ -56,7 +77,9 @@ fn rel_l2_scaled(
 
     let err = relative_l2(&got, &want);
     println!(
-        "{label}: batch {batch}, {frames} frames: relative L2 error {err:.3e} (budget {CPU_FP32_REL_L2:.0e})"
+        "{label} ({}, {} thread(s)): batch {batch}, {frames} frames: relative L2 error {err:.3e} (budget {CPU_FP32_REL_L2:.0e})",
+        cpu.isa(),
+        cpu.threads()
     );
     assert!(
         err <= CPU_FP32_REL_L2,
@@ -91,4 +114,27 @@ fn short_windows() {
 #[test]
 fn saturated_gates() {
     rel_l2_scaled("saturated gates (inputs x30)", 64, 3, 301, 5, 30.0);
+}
+
+/// The 512-bit kernels against the f64 reference (full windows at batches 1 and 8, short
+/// windows, saturated gates). Runs only on a host with AVX-512F.
+#[test]
+fn avx512_kernels_accuracy() {
+    let Some(zmm) = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit()) else {
+        println!("skipped: no avx512f on this host");
+        return;
+    };
+    let cpu = || CpuBackend::with_isa(2, zmm);
+    rel_l2_on(cpu(), "avx512 full window", 589, 1, 101, 1, 1.0);
+    rel_l2_on(cpu(), "avx512 full windows", 589, 8, 103, 3, 1.0);
+    rel_l2_on(cpu(), "avx512 short windows", 17, 7, 217, 4, 1.0);
+    rel_l2_on(
+        cpu(),
+        "avx512 saturated gates (inputs x30)",
+        64,
+        3,
+        301,
+        5,
+        30.0,
+    );
 }

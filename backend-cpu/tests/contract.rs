@@ -101,12 +101,74 @@ fn every_instruction_set_gives_identical_bits() {
     }
 }
 
+/// Whole stacks: every instruction set the host has, with 1 and 2 threads, gives the bits of
+/// the portable kernels on one thread, at batches that use every recurrence tile (1 to 7, 13,
+/// 32) and frame counts around the projection tile (1, 6, 9).
+fn stacks_agree_across_isas_and_threads(batches: &[usize], frames: &[usize]) {
+    for &f in frames {
+        let shape = StackShape::pyannote().with_frames(f);
+        let model = OwnedStack::random(&shape, 40 + f as u64, 0.3);
+        let w = model.weights().unwrap();
+        let max = batches.iter().copied().max().unwrap_or(1);
+        let mut portable = CpuBackend::with_isa(1, Isa::portable());
+        portable.prepare(&w, &config(shape, max)).unwrap();
+        let mut fast: Vec<CpuBackend> = Isa::available()
+            .into_iter()
+            .flat_map(|isa| [1, 2].map(|t| CpuBackend::with_isa(t, isa)))
+            .collect();
+        for cpu in &mut fast {
+            cpu.prepare(&w, &config(shape, max)).unwrap();
+        }
+        for &batch in batches {
+            let input = random_input(&shape, batch, 50 + batch as u64);
+            let want = bits(&run(&mut portable, &input, batch));
+            for cpu in &mut fast {
+                let (isa, threads) = (cpu.isa(), cpu.threads());
+                assert_eq!(
+                    bits(&run(cpu, &input, batch)),
+                    want,
+                    "{isa}, {threads} thread(s), batch {batch}, {f} frames"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_instruction_set_and_thread_count_gives_identical_stack_bits() {
+    println!("available: {:?}", Isa::available());
+    stacks_agree_across_isas_and_threads(&[1, 2, 7, 13], &[1, 9]);
+}
+
+/// The 512-bit kernels on whole stacks, against every other set and thread count (see
+/// [`stacks_agree_across_isas_and_threads`]). Runs only on a host with AVX-512F.
+#[test]
+fn avx512_stacks_give_identical_bits() {
+    let Some(zmm) = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit()) else {
+        println!(
+            "skipped: no avx512f on this host (available: {:?})",
+            Isa::available()
+        );
+        return;
+    };
+    assert_eq!(zmm.name(), "avx512");
+    assert_eq!(Isa::detect(), zmm);
+    stacks_agree_across_isas_and_threads(&[1, 2, 3, 4, 5, 6, 7, 13, 32], &[1, 6, 9]);
+    println!("avx512f stacks: bits identical to {:?}", Isa::available());
+}
+
 /// `detect_at_most` caps the detected set and refuses unknown names.
 #[test]
 fn instruction_set_caps() {
     assert_eq!(Isa::detect_at_most("portable"), Some(Isa::portable()));
     assert_eq!(Isa::detect_at_most("avx512"), Some(Isa::detect()));
     assert!(Isa::detect_at_most("avx2").unwrap() <= Isa::detect());
+    assert!(Isa::detect_at_most("avx512vl").unwrap() <= Isa::detect());
+    assert!(Isa::detect_at_most("avx2").unwrap() <= Isa::detect_at_most("avx512vl").unwrap());
+    for isa in Isa::available() {
+        assert_eq!(Isa::detect_at_most(isa.name()), Some(isa), "{isa}");
+        assert_eq!(isa.is_512_bit(), isa.name() == "avx512", "{isa}");
+    }
     assert_eq!(Isa::detect_at_most("sse9"), None);
     assert_eq!(Isa::detect_at_most(""), None);
 }

@@ -21,7 +21,7 @@ pub(crate) fn devices(out: &mut dyn Write) -> Result<(), CliError> {
         .collect();
     writeln!(
         out,
-        "CPU backend: {} thread(s), {} (available: {}; {}=1|2, {}=portable|avx2|avx512)",
+        "CPU backend: {} thread(s), {} (available: {}; {}=1|2, {}=portable|avx2|avx512vl|avx512)",
         cpu.threads(),
         cpu.isa(),
         available.join(", "),

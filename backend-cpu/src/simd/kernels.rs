@@ -20,15 +20,15 @@
 //! blocking, the batch, the window's position or the thread, so the bits depend on none of
 //! them.
 
-use super::Lanes;
 use super::math::{sigmoid_n, tanh_n};
+use super::{Lanes, Wide};
 
 /// Hidden units per direction (the only size core accepts).
 pub(crate) const H: usize = 128;
 /// Gate columns per direction.
 pub(crate) const COLS: usize = 4 * H;
 pub(crate) use bilstm_core::layout::PANEL_COLS;
-/// Columns in one projection strip (two vectors).
+/// Columns in one projection strip (one [`Wide`] row: two 256-bit or one 512-bit vector).
 pub(crate) const STRIP_COLS: usize = 16;
 /// Columns in one recurrent-weight strip (two vectors; a strip `[H][16]` is 8 KiB, contiguous).
 ///
@@ -39,8 +39,12 @@ pub(crate) const STRIP_COLS: usize = 16;
 /// batch 1 unchanged once the AVX-512VL build had its registers (12.95 vs 13.0 ms of
 /// recurrence per forward, summed over threads).
 pub(crate) const R_STRIP_COLS: usize = 16;
-/// Vectors in one `k` row of a recurrent-weight strip.
-const R_STRIP_VECS: usize = R_STRIP_COLS / 8;
+/// Strips per projection register tile in the 512-bit build (6 rows x 2 strips = 12 `zmm`
+/// accumulators). Here so the portable tests can run the same tiling.
+pub(crate) const ZMM_PROJECT_STRIPS: usize = 2;
+/// Strips per recurrent-product tile in the 512-bit build, for 6, 1, 2 and 3 to 5 windows
+/// ([`recurrence`]'s `S6, S1, S2, S3`). Here so the portable tests can run the same tiling.
+pub(crate) const ZMM_RECURRENT_STRIPS: [usize; 4] = [4, 8, 4, 4];
 /// Rows of one projection register tile.
 const TILE_ROWS: usize = 6;
 /// Rows of the projection's L2 block (the `x` rows one pass over all strips reuses).
@@ -69,10 +73,10 @@ pub(crate) struct Projection<'a> {
 }
 
 /// Runs a [`Projection`]: row `r` of group `g` goes to row `g * out_stride + r` of `out`
-/// (`[_, COLS]`, panel order). Wrong lengths write nothing (the caller sizes everything; debug
-/// builds assert).
+/// (`[_, COLS]`, panel order). The register tile is 6 rows x `NS` strips of `W`. Wrong lengths
+/// write nothing (the caller sizes everything; debug builds assert).
 #[inline(always)]
-pub(crate) fn project<V: Lanes, const NS: usize>(p: &Projection<'_>, out: &mut [f32]) {
+pub(crate) fn project<V: Lanes, W: Wide, const NS: usize>(p: &Projection<'_>, out: &mut [f32]) {
     let (rows, groups, stride, out_stride) = (p.rows, p.groups, p.group_stride, p.out_stride);
     if groups == 0 || rows == 0 {
         return;
@@ -90,7 +94,7 @@ pub(crate) fn project<V: Lanes, const NS: usize>(p: &Projection<'_>, out: &mut [
     if !ok {
         return;
     }
-    let (strip_vecs, _) = p.strips[..COLS * width].as_chunks::<8>();
+    let (strip_rows, _) = p.strips[..COLS * width].as_chunks::<STRIP_COLS>();
     // L2 blocks of about BLOCK_ROWS rows: whole groups when groups are short, else slices
     // of one group.
     let groups_per_block = (BLOCK_ROWS / rows.max(1)).clamp(1, groups);
@@ -103,7 +107,7 @@ pub(crate) fn project<V: Lanes, const NS: usize>(p: &Projection<'_>, out: &mut [
         let g_end = (g0 + groups_per_block).min(groups);
         for r0 in (0..rows).step_by(rows_per_block) {
             let r_end = (r0 + rows_per_block).min(rows);
-            for (s, strip) in strip_vecs.chunks_exact(2 * width * NS).enumerate() {
+            for (s, strip) in strip_rows.chunks_exact(width * NS).enumerate() {
                 let col0 = s * NS * STRIP_COLS;
                 for g in g0..g_end {
                     let (base, out_base) = (g * stride, g * out_stride);
@@ -116,16 +120,16 @@ pub(crate) fn project<V: Lanes, const NS: usize>(p: &Projection<'_>, out: &mut [
                     let mut r = r0;
                     while r + TILE_ROWS <= r_end {
                         let at = [base + r, out_base + r];
-                        tile::<V, TILE_ROWS, NS>(p, at, strip, out, col0);
+                        tile::<W, TILE_ROWS, NS>(p, at, strip, out, col0);
                         r += TILE_ROWS;
                     }
                     let at = [base + r, out_base + r];
                     match r_end - r {
-                        1 => tile::<V, 1, NS>(p, at, strip, out, col0),
-                        2 => tile::<V, 2, NS>(p, at, strip, out, col0),
-                        3 => tile::<V, 3, NS>(p, at, strip, out, col0),
-                        4 => tile::<V, 4, NS>(p, at, strip, out, col0),
-                        5 => tile::<V, 5, NS>(p, at, strip, out, col0),
+                        1 => tile::<W, 1, NS>(p, at, strip, out, col0),
+                        2 => tile::<W, 2, NS>(p, at, strip, out, col0),
+                        3 => tile::<W, 3, NS>(p, at, strip, out, col0),
+                        4 => tile::<W, 4, NS>(p, at, strip, out, col0),
+                        5 => tile::<W, 5, NS>(p, at, strip, out, col0),
                         _ => {}
                     }
                 }
@@ -150,37 +154,36 @@ fn prefetch_rows<V: Lanes>(p: &Projection<'_>, row: Option<usize>, rows: usize) 
 }
 
 /// `MR` rows from input row `at[0]` times `NS` consecutive 16-column strips (`strips`: NS
-/// runs of K pairs of vectors) into output rows from `at[1]`; the K loop runs over part 0's
-/// columns then part 1's, one FMA chain per value.
+/// runs of K strip rows) into output rows from `at[1]`; the K loop runs over part 0's columns
+/// then part 1's, one FMA chain per value (lane `l` of strip `q` is column `16q + l`, whatever
+/// `W`'s width).
 #[inline(always)]
-fn tile<V: Lanes, const MR: usize, const NS: usize>(
+fn tile<W: Wide, const MR: usize, const NS: usize>(
     p: &Projection<'_>,
     at: [usize; 2],
-    strips: &[[f32; 8]],
+    strips: &[[f32; STRIP_COLS]],
     out: &mut [f32],
     col0: usize,
 ) {
-    let width = strips.len() / (2 * NS);
-    let mut acc = [[[V::splat(0.0); 2]; NS]; MR];
+    let width = strips.len() / NS;
+    let mut acc = [[W::splat(0.0); NS]; MR];
     let mut k0 = 0;
     for (x, &pw) in p.x.iter().zip(&p.widths) {
         if pw == 0 {
             continue;
         }
         let xs: [&[f32]; MR] = std::array::from_fn(|i| &x[(at[0] + i) * pw..(at[0] + i + 1) * pw]);
-        let parts: [&[[f32; 8]]; NS] =
-            std::array::from_fn(|q| &strips[q * 2 * width + 2 * k0..q * 2 * width + 2 * (k0 + pw)]);
-        if parts.iter().any(|part| part.len() != 2 * pw) || xs.iter().any(|r| r.len() != pw) {
+        let parts: [&[[f32; STRIP_COLS]]; NS] =
+            std::array::from_fn(|q| &strips[q * width + k0..q * width + k0 + pw]);
+        if parts.iter().any(|part| part.len() != pw) || xs.iter().any(|r| r.len() != pw) {
             return;
         }
         for k in 0..pw {
-            let w: [[V; 2]; NS] =
-                std::array::from_fn(|q| [V::load(&parts[q][2 * k]), V::load(&parts[q][2 * k + 1])]);
+            let w: [W; NS] = std::array::from_fn(|q| W::load(&parts[q][k]));
             for (a, xr) in acc.iter_mut().zip(&xs) {
-                let xb = V::splat(xr[k]);
-                for (aq, wq) in a.iter_mut().zip(&w) {
-                    aq[0] = xb.mul_add(wq[0], aq[0]);
-                    aq[1] = xb.mul_add(wq[1], aq[1]);
+                let xb = W::splat(xr[k]);
+                for (aq, &wq) in a.iter_mut().zip(&w) {
+                    *aq = xb.mul_add(wq, *aq);
                 }
             }
         }
@@ -189,10 +192,11 @@ fn tile<V: Lanes, const MR: usize, const NS: usize>(
     for (i, a) in acc.iter().enumerate() {
         for (q, aq) in a.iter().enumerate() {
             let o = (at[1] + i) * COLS + col0 + q * STRIP_COLS;
-            if let Some(dst) = out[o..].first_chunk_mut::<16>() {
-                let (d, _) = dst.as_chunks_mut::<8>();
-                aq[0].store(&mut d[0]);
-                aq[1].store(&mut d[1]);
+            if let Some(dst) = out
+                .get_mut(o..)
+                .and_then(|o| o.first_chunk_mut::<STRIP_COLS>())
+            {
+                aq.store(dst);
             }
         }
     }
@@ -237,14 +241,26 @@ pub(crate) struct State<'a> {
 /// builds assert).
 ///
 /// Each step is a small GEMM `gates[rows of t] += h · R` over register tiles of windows x
-/// columns: 6 windows x `NV` vectors (`NV` = 2: 12 accumulators, or 4: 24 where there are 32
-/// registers) when the batch allows, so the FMA latency is hidden, group by group, each group
+/// 16-column strips of `W`: 6 windows x `S6` strips (256-bit: 1 strip = 12 accumulators, or 2
+/// = 24 where there are 32 registers; 512-bit: 4 strips = 24) when the batch allows, so the
+/// FMA latency is hidden, then the remaining 1 window x `S1`, 2 x `S2` or 3 to 5 x `S3`
+/// strips; group by group, each group
 /// streaming R from L2 (the strip-outer order, reusing each R strip from L1 across groups,
 /// measured slower); then the pointwise pass (bias, gates, cell) per window and panel. Doing
 /// the previous group's pointwise pass in pieces between a group's tiles also measured slower
 /// (batch 32: 270-279 against 265-268 ms, 2026-11-29).
 #[inline(always)]
-pub(crate) fn recurrence<V: Lanes, const NV: usize>(a: &Recurrence<'_>, st: State<'_>) {
+pub(crate) fn recurrence<
+    V: Lanes,
+    W: Wide,
+    const S6: usize,
+    const S1: usize,
+    const S2: usize,
+    const S3: usize,
+>(
+    a: &Recurrence<'_>,
+    st: State<'_>,
+) {
     let (batch, frames) = (a.batch, a.frames);
     let rows = batch * frames;
     let (g0, g_len) = (a.gates_frames.start, a.gates_frames.len());
@@ -292,14 +308,14 @@ pub(crate) fn recurrence<V: Lanes, const NV: usize>(a: &Recurrence<'_>, st: Stat
             };
             let w = batch / 6 * 6;
             for w0 in (0..w).step_by(6) {
-                cx.all_strips::<V, 6, NV>(w0, st.gates);
+                cx.all_strips::<W, 6, S6>(w0, st.gates);
             }
             match batch - w {
-                1 => cx.all_strips::<V, 1, 8>(w, st.gates),
-                2 => cx.all_strips::<V, 2, 4>(w, st.gates),
-                3 => cx.all_strips::<V, 3, 2>(w, st.gates),
-                4 => cx.all_strips::<V, 4, 2>(w, st.gates),
-                5 => cx.all_strips::<V, 5, 2>(w, st.gates),
+                1 => cx.all_strips::<W, 1, S1>(w, st.gates),
+                2 => cx.all_strips::<W, 2, S2>(w, st.gates),
+                3 => cx.all_strips::<W, 3, S3>(w, st.gates),
+                4 => cx.all_strips::<W, 4, S3>(w, st.gates),
+                5 => cx.all_strips::<W, 5, S3>(w, st.gates),
                 _ => {}
             }
         }
@@ -331,17 +347,18 @@ struct Gemm<'a> {
 }
 
 impl Gemm<'_> {
-    /// `WG` windows from `w0` times every column, `NV` vectors (`NV / 2` strips) at a time.
+    /// `WG` windows from `w0` times every column, `NS` strips at a time.
     #[inline(always)]
-    fn all_strips<V: Lanes, const WG: usize, const NV: usize>(&self, w0: usize, gates: &mut [f32]) {
-        for s0 in (0..COLS / STRIP_COLS).step_by(NV / 2) {
-            self.tile::<V, WG, NV>(w0, s0, gates);
+    fn all_strips<W: Wide, const WG: usize, const NS: usize>(&self, w0: usize, gates: &mut [f32]) {
+        for s0 in (0..COLS / R_STRIP_COLS).step_by(NS.max(1)) {
+            self.tile::<W, WG, NS>(w0, s0, gates);
         }
     }
 
-    /// `gates[rows of WG windows, NV vectors from strip s0] += h · R`, one FMA chain per value.
+    /// `gates[rows of WG windows, NS strips from strip s0] += h · R`, one FMA chain per value
+    /// (lane `l` of strip `s0 + q` is column `16 (s0 + q) + l`, whatever `W`'s width).
     #[inline(always)]
-    fn tile<V: Lanes, const WG: usize, const NV: usize>(
+    fn tile<W: Wide, const WG: usize, const NS: usize>(
         &self,
         w0: usize,
         s0: usize,
@@ -351,48 +368,39 @@ impl Gemm<'_> {
             return;
         };
         let at: [usize; WG] =
-            std::array::from_fn(|wi| ((w0 + wi) * self.g_len + self.gt) * COLS + s0 * STRIP_COLS);
-        let mut acc = [[V::splat(0.0); NV]; WG];
+            std::array::from_fn(|wi| ((w0 + wi) * self.g_len + self.gt) * COLS + s0 * R_STRIP_COLS);
+        let mut acc = [[W::splat(0.0); NS]; WG];
         for (a, &o) in acc.iter_mut().zip(&at) {
-            let Some(src) = gates.get(o..o + NV * 8) else {
+            let Some(src) = gates.get(o..o + NS * R_STRIP_COLS) else {
                 return;
             };
-            let (v8, _) = src.as_chunks::<8>();
-            for (av, s) in a.iter_mut().zip(v8) {
-                *av = V::load(s);
+            let (rows, _) = src.as_chunks::<R_STRIP_COLS>();
+            for (av, s) in a.iter_mut().zip(rows) {
+                *av = W::load(s);
             }
         }
-        // Vector v of the tile is column vector s0 * 2 + v: block b, lane group q.
-        let mut r: [&[[[f32; 8]; R_STRIP_VECS]; H]; NV] = [&[[[0.0; 8]; R_STRIP_VECS]; H]; NV];
-        let mut q = [0usize; NV];
-        for v in 0..NV {
-            let cv = s0 * 2 + v;
-            let Some(block) = self.strips.get(cv / R_STRIP_VECS) else {
-                return;
-            };
-            let (vecs, _) = block.as_chunks::<8>();
-            let (rows, _) = vecs.as_chunks::<R_STRIP_VECS>();
-            let Ok(rows) = rows.try_into() else {
-                return;
-            };
-            r[v] = rows;
-            q[v] = cv % R_STRIP_VECS;
+        let Some(blocks) = self.strips.get(s0..s0 + NS) else {
+            return;
+        };
+        let r: [&[[f32; R_STRIP_COLS]]; NS] = std::array::from_fn(|q| blocks[q].as_chunks().0);
+        if r.iter().any(|rows| rows.len() != H) {
+            return;
         }
         for k in 0..H {
-            let rv: [V; NV] = std::array::from_fn(|v| V::load(&r[v][k][q[v]]));
+            let rv: [W; NS] = std::array::from_fn(|q| W::load(&r[q][k]));
             for (a, hw) in acc.iter_mut().zip(hs) {
-                let hb = V::splat(hw[k]);
+                let hb = W::splat(hw[k]);
                 for (av, &r) in a.iter_mut().zip(&rv) {
                     *av = hb.mul_add(r, *av);
                 }
             }
         }
         for (a, &o) in acc.iter().zip(&at) {
-            let Some(dst) = gates.get_mut(o..o + NV * 8) else {
+            let Some(dst) = gates.get_mut(o..o + NS * R_STRIP_COLS) else {
                 return;
             };
-            let (v8, _) = dst.as_chunks_mut::<8>();
-            for (av, d) in a.iter().zip(v8) {
+            let (rows, _) = dst.as_chunks_mut::<R_STRIP_COLS>();
+            for (av, d) in a.iter().zip(rows) {
                 av.store(d);
             }
         }
@@ -458,6 +466,44 @@ mod tests {
     use crate::simd::{self, Isa};
     use bilstm_core::layout::PANEL_UNITS;
     use bilstm_core::rng::SplitMix64;
+    use std::fmt;
+
+    /// A set of kernels to check: an instruction set the host has, or the portable kernels
+    /// with the 512-bit build's register tiles (the AVX-512F tiling, on any host).
+    #[derive(Clone, Copy, Debug)]
+    enum Path {
+        Isa(Isa),
+        ZmmTiles,
+    }
+
+    impl fmt::Display for Path {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                Path::Isa(isa) => write!(f, "{isa}"),
+                Path::ZmmTiles => f.write_str("portable with the zmm tiles"),
+            }
+        }
+    }
+
+    fn paths() -> Vec<Path> {
+        let mut all: Vec<Path> = Isa::available().into_iter().map(Path::Isa).collect();
+        all.push(Path::ZmmTiles);
+        all
+    }
+
+    fn project_with(path: Path, p: &Projection<'_>, out: &mut [f32]) {
+        match path {
+            Path::Isa(isa) => simd::project(isa, p, out),
+            Path::ZmmTiles => simd::zmm_tiles::project(p, out),
+        }
+    }
+
+    fn recurrence_with(path: Path, r: &Recurrence<'_>, st: State<'_>) {
+        match path {
+            Path::Isa(isa) => simd::recurrence(isa, r, st),
+            Path::ZmmTiles => simd::zmm_tiles::recurrence(r, st),
+        }
+    }
 
     /// Every row count (tiles of 6 and every remainder, more than one L2 block) gives the
     /// naive ascending FMA chain's bits, on every ISA.
@@ -482,7 +528,7 @@ mod tests {
                         want[r * COLS + col] = acc;
                     }
                 }
-                for isa in Isa::available() {
+                for isa in paths() {
                     let mut out = vec![f32::NAN; rows * COLS];
                     let p = Projection {
                         x: [&x, &[]],
@@ -493,7 +539,7 @@ mod tests {
                         out_stride: rows,
                         strips: &strips,
                     };
-                    simd::project(isa, &p, &mut out);
+                    project_with(isa, &p, &mut out);
                     let same = out
                         .iter()
                         .zip(&want)
@@ -519,7 +565,7 @@ mod tests {
                         strips: &strips,
                     };
                     out.fill(f32::NAN);
-                    simd::project(isa, &p, &mut out);
+                    project_with(isa, &p, &mut out);
                     let same = out
                         .iter()
                         .zip(&want)
@@ -537,7 +583,7 @@ mod tests {
                         strips: &strips,
                     };
                     out.fill(f32::NAN);
-                    simd::project(isa, &p, &mut out[COLS..]);
+                    project_with(isa, &p, &mut out[COLS..]);
                     for (r, (o, w)) in out.chunks(COLS).zip(want.chunks(COLS)).enumerate() {
                         let inside = r % 4 != 0 && r % 4 != 3 && r / 4 < groups;
                         let ok = o.iter().zip(w).all(|(a, b)| {
@@ -553,7 +599,7 @@ mod tests {
                     // chunk's gates buffer holds them).
                     let p = Projection { out_stride: 2, ..p };
                     let mut dense = vec![f32::NAN; groups * 2 * COLS];
-                    simd::project(isa, &p, &mut dense);
+                    project_with(isa, &p, &mut dense);
                     for g in 0..groups {
                         for r in 0..2 {
                             let (got, src) = ((g * 2 + r) * COLS, (g * 4 + r + 1) * COLS);
@@ -569,6 +615,152 @@ mod tests {
         }
     }
 
+    /// The 512-bit kernels (AVX-512F) give the bits of the portable ones and of every other
+    /// set the host has, for the projection (every tile remainder, both input parts) and the
+    /// recurrent product (every window-tile shape: batches 1 to 13 and 32). Runs only on a host
+    /// with AVX-512F; prints why it did nothing elsewhere.
+    #[test]
+    fn avx512_kernels_give_the_same_bits() {
+        let Some(zmm) = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit()) else {
+            println!(
+                "skipped: no avx512f on this host (available: {:?})",
+                Isa::available()
+            );
+            return;
+        };
+        assert!(Isa::available().contains(&zmm));
+        let mut rng = SplitMix64::new(77);
+        for (w0, w1) in [(60, 0), (128, 128), (7, 0)] {
+            let width = w0 + w1;
+            let mut strips = vec![0.0f32; COLS * width];
+            rng.fill_uniform_f32(&mut strips, -1.0, 1.0);
+            for rows in [1, 2, 3, 4, 5, 6, 7, 11, 12, 97, 192, 203] {
+                let mut x0 = vec![0.0f32; rows * w0];
+                let mut x1 = vec![0.0f32; rows * w1];
+                rng.fill_normal_f32(&mut x0);
+                rng.fill_normal_f32(&mut x1);
+                let p = Projection {
+                    x: [&x0, &x1],
+                    widths: [w0, w1],
+                    rows,
+                    groups: 1,
+                    group_stride: rows,
+                    out_stride: rows,
+                    strips: &strips,
+                };
+                let mut want = vec![f32::NAN; rows * COLS];
+                simd::project(Isa::portable(), &p, &mut want);
+                for isa in Isa::available() {
+                    let mut got = vec![f32::NAN; rows * COLS];
+                    simd::project(isa, &p, &mut got);
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "projection {isa}, widths {w0}+{w1}, rows {rows}");
+                }
+            }
+        }
+        for batch in (1..=13).chain([32]) {
+            recurrence_case(batch);
+        }
+        println!("avx512f kernels: bits identical to {:?}", Isa::available());
+    }
+
+    /// Where a batch-1 forward's time goes on one thread, per instruction set (not a check:
+    /// `--ignored --nocapture phase_timings`, on a quiet machine). Per direction and layer:
+    /// the projection of 589 rows at K = 60 and K = 256, the recurrence of 589 steps (product
+    /// and gate math), and the gate math alone (589 first steps, which skip the product); the
+    /// best of 7 runs each, and the forward they add up to (2 directions x 4 layers).
+    #[test]
+    #[ignore = "timing, not a check: run with --ignored --nocapture"]
+    fn phase_timings() {
+        use std::time::Instant;
+        const FRAMES: usize = 589;
+        fn best(mut f: impl FnMut()) -> f64 {
+            f();
+            (0..7)
+                .map(|_| {
+                    let t = Instant::now();
+                    f();
+                    t.elapsed().as_secs_f64() * 1e3
+                })
+                .fold(f64::INFINITY, f64::min)
+        }
+        let mut rng = SplitMix64::new(5);
+        let mut strips = vec![0.0f32; COLS * 256];
+        rng.fill_uniform_f32(&mut strips, -0.1, 0.1);
+        let mut r_strips = vec![0.0f32; H * COLS];
+        rng.fill_uniform_f32(&mut r_strips, -0.1, 0.1);
+        let mut bias = vec![0.0f32; COLS];
+        rng.fill_uniform_f32(&mut bias, -0.1, 0.1);
+        let mut x = vec![0.0f32; FRAMES * 256];
+        rng.fill_normal_f32(&mut x);
+        let mut gates = vec![0.0f32; FRAMES * COLS];
+        let (mut hseq, mut h, mut c) = (vec![0.0f32; FRAMES * H], [0.0f32; H], [0.0f32; H]);
+        for isa in Isa::available().into_iter().filter(|i| i.is_avx2_fma()) {
+            let mut proj = |width: usize| {
+                let p = Projection {
+                    x: [&x[..FRAMES * width], &[]],
+                    widths: [width, 0],
+                    rows: FRAMES,
+                    groups: 1,
+                    group_stride: FRAMES,
+                    out_stride: FRAMES,
+                    strips: &strips[..COLS * width],
+                };
+                best(|| simd::project(isa, &p, &mut gates))
+            };
+            let (p60, p256) = (proj(60), proj(256));
+            let rec = Recurrence {
+                forward: true,
+                frames: FRAMES,
+                batch: 1,
+                steps: 0..FRAMES,
+                gates_frames: 0..FRAMES,
+                strips: &r_strips,
+                bias: &bias,
+            };
+            let recurrence = best(|| {
+                let state = State {
+                    gates: &mut gates,
+                    hseq: &mut hseq,
+                    h: &mut h,
+                    c: &mut c,
+                };
+                simd::recurrence(isa, &rec, state);
+            });
+            let cells = best(|| {
+                for t in 0..FRAMES {
+                    let one = Recurrence {
+                        steps: 0..1,
+                        gates_frames: 0..1,
+                        frames: 1,
+                        ..rec
+                    };
+                    let state = State {
+                        gates: &mut gates[t * COLS..(t + 1) * COLS],
+                        hseq: &mut hseq[t * H..(t + 1) * H],
+                        h: &mut h,
+                        c: &mut c,
+                    };
+                    simd::recurrence(isa, &one, state);
+                }
+            });
+            let forward = 2.0 * (p60 + 3.0 * p256) + 8.0 * recurrence;
+            println!(
+                "phase timings, batch 1, one thread, {isa}: projection K=60 {p60:.3} ms, \
+                 K=256 {p256:.3} ms; recurrence {recurrence:.3} ms (product {:.3} + gate math \
+                 {cells:.3}); per forward: projections {:.2} ms, products {:.2} ms, gate math \
+                 {:.2} ms, total {forward:.2} ms",
+                recurrence - cells,
+                2.0 * (p60 + 3.0 * p256),
+                8.0 * (recurrence - cells),
+                8.0 * cells,
+            );
+        }
+    }
+
     /// The recurrence against the documented formulas written out per value with
     /// `f32::mul_add` and the portable gate functions, for an odd batch (pairs and a single
     /// window), both directions, every ISA.
@@ -580,7 +772,7 @@ mod tests {
     }
 
     fn recurrence_case(batch: usize) {
-        let frames = 5;
+        let frames = if batch > 13 { 3 } else { 5 };
         let mut rng = SplitMix64::new(9);
         let mut proj = vec![0.0f32; batch * frames * COLS];
         rng.fill_normal_f32(&mut proj);
@@ -620,7 +812,7 @@ mod tests {
                     h = hn;
                 }
             }
-            for isa in Isa::available() {
+            for isa in paths() {
                 let mut hseq = vec![f32::NAN; batch * frames * H];
                 let (mut h, mut c) = (vec![7.0f32; batch * H], vec![7.0f32; batch * H]);
                 let rec = Recurrence {
@@ -639,7 +831,7 @@ mod tests {
                     h: &mut h,
                     c: &mut c,
                 };
-                simd::recurrence(isa, &rec, state);
+                recurrence_with(isa, &rec, state);
                 let same = hseq
                     .iter()
                     .zip(&want)
@@ -671,7 +863,7 @@ mod tests {
                         h: &mut h,
                         c: &mut c,
                     };
-                    simd::recurrence(isa, &rec, state);
+                    recurrence_with(isa, &rec, state);
                 }
                 assert_eq!(
                     hseq.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),

@@ -1,17 +1,24 @@
 //! The CPU backend's arithmetic kernels, written once over a vector of eight `f32` lanes
-//! ([`Lanes`]) and compiled three times: for AVX2 + FMA and for AVX2 + FMA with AVX-512VL's 32
-//! registers ([`x86`], entered only after run-time detection), and portably ([`portable`],
-//! plain Rust with `f32::mul_add`).
+//! ([`Lanes`], the gate math) and one of sixteen ([`Wide`], one row of a 16-column weight
+//! strip: the projection and the recurrent product, FMA only), and compiled four times: for
+//! AVX2 + FMA, for AVX2 + FMA with AVX-512VL's 32 registers (256-bit operations), for
+//! AVX-512F (512-bit projection and recurrent product, the gate math as the AVX-512VL build)
+//! ([`x86`], entered only after run-time detection), and portably ([`portable`], plain Rust
+//! with `f32::mul_add`).
 //!
 //! # Same bits on every path
 //! Every operation of [`Lanes`] is one IEEE-754 operation per lane, rounded to nearest-even:
 //! add, sub, mul, div, fused multiply-add, round-to-integral (ties to even), and exact bit
 //! manipulations (sign, `2^n` construction, selection). The x86 instructions and the Rust
 //! scalar operations used by the portable path compute exactly the same value for each, and
-//! `min`/`max` are defined with x86's operand rule (`a > b ? a : b`) in both. The two x86
-//! builds run the same 256-bit operations (AVX-512VL only adds registers, so tiles can be
-//! larger; tiling never changes a value's chain of operations). So every path gives
-//! bit-identical results for finite data (`tests` check it); NaN payloads may differ.
+//! `min`/`max` are defined with x86's operand rule (`a > b ? a : b`) in both. The AVX2 and
+//! AVX-512VL builds run the same 256-bit operations (AVX-512VL only adds registers, so tiles
+//! can be larger; tiling never changes a value's chain of operations). The AVX-512F build runs
+//! the projection and the recurrent product on 512-bit vectors: a lane is one output column,
+//! `vfmadd231ps` on a `zmm` computes per lane the same single-rounding FMA as on a `ymm` (or
+//! `f32::mul_add`), and every column still gets one FMA chain in ascending `k` from the same
+//! start; only how many columns advance together changes. So every path gives bit-identical
+//! results for finite data (`tests` check it); NaN payloads may differ.
 //!
 //! # Where `unsafe` is
 //! Only in [`x86`]: its kernels are `#[target_feature(enable = ...)] unsafe fn`, called from
@@ -71,12 +78,71 @@ pub(crate) trait Lanes: Copy {
     fn prefetch(_src: &[f32]) {}
 }
 
+/// Sixteen `f32` lanes, one row of a 16-column weight strip: the only operations the
+/// projection and the recurrent product need (see the [module docs](self)). Lane `l` is
+/// always column `l` of the strip, so a wider or narrower implementation never changes which
+/// values one lane's FMA chain combines.
+pub(crate) trait Wide: Copy {
+    /// All lanes `v`.
+    fn splat(v: f32) -> Self;
+    /// Loads sixteen values.
+    fn load(src: &[f32; 16]) -> Self;
+    /// Stores sixteen values.
+    fn store(self, dst: &mut [f32; 16]);
+    /// `self * b + c` per lane with one rounding.
+    fn mul_add(self, b: Self, c: Self) -> Self;
+}
+
+/// Two eight-lane vectors as one [`Wide`] (lanes 0..8 in the first): the 256-bit and portable
+/// paths' strip rows, the same operations as before [`Wide`] existed.
+#[derive(Clone, Copy)]
+pub(crate) struct Pair<V>([V; 2]);
+
+impl<V: Lanes> Wide for Pair<V> {
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        Pair([V::splat(v); 2])
+    }
+    #[inline(always)]
+    fn load(src: &[f32; 16]) -> Self {
+        let (halves, _) = src.as_chunks::<8>();
+        match halves {
+            [lo, hi] => Pair([V::load(lo), V::load(hi)]),
+            // A `[f32; 16]` always splits into two halves.
+            _ => Pair([V::splat(0.0); 2]),
+        }
+    }
+    #[inline(always)]
+    fn store(self, dst: &mut [f32; 16]) {
+        let (halves, _) = dst.as_chunks_mut::<8>();
+        if let [lo, hi] = halves {
+            self.0[0].store(lo);
+            self.0[1].store(hi);
+        }
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        Pair([
+            self.0[0].mul_add(b.0[0], c.0[0]),
+            self.0[1].mul_add(b.0[1], c.0[1]),
+        ])
+    }
+}
+
 /// Which instruction set the kernels run with, decided once at run time.
 ///
 /// A value naming an x86 feature set exists only after [`Isa::detect`] found it on this CPU
 /// (the field is private), which is what makes calling those kernels sound. Every kind gives
 /// the same bits (each lane operation is one IEEE-754 operation, computed alike by all).
-/// Ordered from the portable path (least) to AVX2 + FMA with AVX-512VL (greatest).
+/// Ordered from the portable path (least) through AVX2 + FMA and its AVX-512VL build to the
+/// 512-bit AVX-512F kernels (greatest).
+///
+/// | name ([`Isa::name`], `BILSTM_CPU_ISA`) | needs | projection and recurrent product | gate math |
+/// |---|---|---|---|
+/// | `portable` | nothing | `f32::mul_add` | scalar |
+/// | `avx2` | AVX2, FMA | 256-bit, 16 registers | 256-bit |
+/// | `avx512vl` | the above, AVX-512F, AVX-512VL | 256-bit, 32 registers | 256-bit |
+/// | `avx512` | the same | 512-bit (`zmm`) | 256-bit, 32 registers |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Isa(IsaKind);
 
@@ -87,19 +153,21 @@ enum IsaKind {
     Avx2Fma,
     #[cfg(target_arch = "x86_64")]
     Avx512Vl,
+    #[cfg(target_arch = "x86_64")]
+    Avx512F,
 }
 
 impl Isa {
-    /// The best instruction set this CPU has: AVX2 + FMA with AVX-512F and AVX-512VL when
-    /// `is_x86_feature_detected!` reports all four, else AVX2 + FMA when it reports both, else
-    /// the portable path.
+    /// The best instruction set this CPU has: the 512-bit AVX-512F kernels when
+    /// `is_x86_feature_detected!` reports AVX2, FMA, AVX-512F and AVX-512VL, else AVX2 + FMA
+    /// when it reports both, else the portable path.
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
             if has!("avx2") && has!("fma") {
                 if has!("avx512f") && has!("avx512vl") {
-                    return Isa(IsaKind::Avx512Vl);
+                    return Isa(IsaKind::Avx512F);
                 }
                 return Isa(IsaKind::Avx2Fma);
             }
@@ -114,8 +182,9 @@ impl Isa {
     }
 
     /// [`Isa::detect`], but no better than the set `name`d: `"portable"`, `"avx2"` (AVX2 +
-    /// FMA) or `"avx512"` (the same with AVX-512VL's registers). `None` for any other name.
-    /// Used for the environment variable `BILSTM_CPU_ISA` and to compare the paths on one host.
+    /// FMA), `"avx512vl"` (the same 256-bit kernels with AVX-512VL's 32 registers) or
+    /// `"avx512"` (the 512-bit AVX-512F kernels). `None` for any other name. Used for the
+    /// environment variable `BILSTM_CPU_ISA` and to compare the paths on one host.
     pub fn detect_at_most(name: &str) -> Option<Self> {
         let best = Self::detect();
         let cap = match name {
@@ -123,17 +192,22 @@ impl Isa {
             #[cfg(target_arch = "x86_64")]
             "avx2" => IsaKind::Avx2Fma,
             #[cfg(target_arch = "x86_64")]
-            "avx512" => IsaKind::Avx512Vl,
+            "avx512vl" => IsaKind::Avx512Vl,
+            #[cfg(target_arch = "x86_64")]
+            "avx512" => IsaKind::Avx512F,
             #[cfg(not(target_arch = "x86_64"))]
-            "avx2" | "avx512" => IsaKind::Portable,
+            "avx2" | "avx512vl" | "avx512" => IsaKind::Portable,
             _ => return None,
         };
         Some(best.min(Isa(cap)))
     }
 
+    /// The names [`Isa::detect_at_most`] accepts, least to greatest.
+    pub const NAMES: [&'static str; 4] = ["portable", "avx2", "avx512vl", "avx512"];
+
     /// Every instruction set this CPU can run, portable first, best last.
     pub fn available() -> Vec<Self> {
-        let mut all: Vec<Self> = ["portable", "avx2", "avx512"]
+        let mut all: Vec<Self> = Self::NAMES
             .into_iter()
             .filter_map(Self::detect_at_most)
             .collect();
@@ -141,9 +215,35 @@ impl Isa {
         all
     }
 
-    /// Whether x86 kernels (AVX2 + FMA, with or without AVX-512VL) run.
+    /// The name [`Isa::detect_at_most`] (and `BILSTM_CPU_ISA`) gives this set by:
+    /// `portable`, `avx2`, `avx512vl` or `avx512`.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            IsaKind::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Avx2Fma => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Avx512Vl => "avx512vl",
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Avx512F => "avx512",
+        }
+    }
+
+    /// Whether x86 kernels (AVX2 + FMA, with or without AVX-512) run.
     pub fn is_avx2_fma(self) -> bool {
         !matches!(self.0, IsaKind::Portable)
+    }
+
+    /// Whether the projection and the recurrent product run on 512-bit vectors (AVX-512F).
+    pub fn is_512_bit(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            matches!(self.0, IsaKind::Avx512F)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
 }
 
@@ -155,6 +255,8 @@ impl fmt::Display for Isa {
             IsaKind::Avx2Fma => "avx2+fma",
             #[cfg(target_arch = "x86_64")]
             IsaKind::Avx512Vl => "avx2+fma+avx512vl",
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Avx512F => "avx512f-512bit",
         })
     }
 }
@@ -171,6 +273,10 @@ pub(crate) fn project(isa: Isa, args: &kernels::Projection<'_>, out: &mut [f32])
         // SAFETY: `IsaKind::Avx512Vl` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
         IsaKind::Avx512Vl => unsafe { x86::avx512::project(args, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
+        // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
+        IsaKind::Avx512F => unsafe { x86::zmm::project(args, out) },
     }
 }
 
@@ -186,6 +292,10 @@ pub(crate) fn recurrence(isa: Isa, args: &kernels::Recurrence<'_>, state: kernel
         // SAFETY: `IsaKind::Avx512Vl` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
         IsaKind::Avx512Vl => unsafe { x86::avx512::recurrence(args, state) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
+        // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
+        IsaKind::Avx512F => unsafe { x86::zmm::recurrence(args, state) },
     }
 }
 
@@ -201,5 +311,17 @@ pub(crate) fn eval_math(isa: Isa, x: &[f32; 8]) -> [[f32; 8]; 3] {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: only built by `Isa::detect` after it found AVX2, FMA, AVX-512F and -VL.
         IsaKind::Avx512Vl => unsafe { x86::avx512::eval_math(x) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: only built by `Isa::detect` after it found AVX2, FMA, AVX-512F and -VL.
+        IsaKind::Avx512F => unsafe { x86::zmm::eval_math(x) },
     }
+}
+
+/// The portable kernels with the 512-bit build's register tiles (tests: the AVX-512F kernels'
+/// tiling checked on any host; only `Wide`'s four operations differ from the `zmm` build).
+#[cfg(test)]
+pub(crate) mod zmm_tiles {
+    pub(crate) use super::portable::{
+        project_zmm_tiles as project, recurrence_zmm_tiles as recurrence,
+    };
 }

@@ -1,8 +1,8 @@
 //! [`Lanes`] in plain Rust: eight `f32` in an array, each operation lane by lane with the
 //! scalar operation that matches the AVX2 instruction bit for bit (`f32::mul_add` for FMA).
 
-use super::Lanes;
 use super::kernels::{self, Projection, Recurrence, State};
+use super::{Lanes, Pair};
 
 /// Eight lanes in an array.
 #[derive(Clone, Copy)]
@@ -107,16 +107,31 @@ impl Lanes for P8 {
 
 /// [`kernels::project`] with [`P8`].
 pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project::<P8, 1>(args, out);
+    kernels::project::<P8, Pair<P8>, 1>(args, out);
 }
 
 /// [`kernels::recurrence`] with [`P8`].
 pub(super) fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-    kernels::recurrence::<P8, 2>(args, state);
+    kernels::recurrence::<P8, Pair<P8>, 1, 4, 2, 1>(args, state);
 }
 
 /// The gate functions with [`P8`] (tests).
 #[cfg(test)]
 pub(super) fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
     kernels::eval_math::<P8>(x)
+}
+
+/// [`kernels::project`] with the 512-bit build's tiles ([`kernels::ZMM_PROJECT_STRIPS`]) on
+/// [`P8`] pairs: the AVX-512F kernels' tiling, testable on any host (tests).
+#[cfg(test)]
+pub(crate) fn project_zmm_tiles(args: &Projection<'_>, out: &mut [f32]) {
+    kernels::project::<P8, Pair<P8>, { kernels::ZMM_PROJECT_STRIPS }>(args, out);
+}
+
+/// [`kernels::recurrence`] with the 512-bit build's tiles ([`kernels::ZMM_RECURRENT_STRIPS`])
+/// on [`P8`] pairs (tests).
+#[cfg(test)]
+pub(crate) fn recurrence_zmm_tiles(args: &Recurrence<'_>, state: State<'_>) {
+    const S: [usize; 4] = kernels::ZMM_RECURRENT_STRIPS;
+    kernels::recurrence::<P8, Pair<P8>, { S[0] }, { S[1] }, { S[2] }, { S[3] }>(args, state);
 }

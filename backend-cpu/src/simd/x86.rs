@@ -1,21 +1,24 @@
-//! [`Lanes`] on AVX2 + FMA (`__m256`), and the kernels compiled for those features.
+//! [`Lanes`] on AVX2 + FMA (`__m256`), [`Wide`] on AVX-512F (`__m512`), and the kernels
+//! compiled for those features.
 //!
 //! Every function here that touches an intrinsic is either an `#[inline(always)]` method of
-//! [`A8`], which only the `#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]` entry points at the foot of
-//! this file use (the type is private to this module), or one of those entry points, which
-//! [`super`]'s dispatchers call only with an [`super::Isa`] built after detection.
+//! [`A8`] or [`A16`], which only the `#[target_feature(enable = ...)]` entry points at the foot
+//! of this file use (the types are private to this module; [`A16`] only in the entry points
+//! that enable AVX-512F), or one of those entry points, which [`super`]'s dispatchers call only
+//! with an [`super::Isa`] built after detection.
 
 use std::arch::x86_64::{
-    __m256, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T2, _mm_prefetch,
-    _mm256_add_epi32, _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps, _mm256_blendv_ps,
-    _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps, _mm256_fmadd_ps,
-    _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_round_ps,
-    _mm256_set1_epi32, _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps,
-    _mm256_xor_ps,
+    __m256, __m512, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T2,
+    _mm_prefetch, _mm256_add_epi32, _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps,
+    _mm256_blendv_ps, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps,
+    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps,
+    _mm256_round_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps,
+    _mm256_sub_ps, _mm256_xor_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps,
+    _mm512_storeu_ps,
 };
 
-use super::Lanes;
 use super::kernels::{self, Projection, Recurrence, State};
+use super::{Lanes, Pair, Wide};
 
 /// Eight lanes in a `__m256`.
 #[derive(Clone, Copy)]
@@ -126,31 +129,100 @@ impl Lanes for A8 {
     }
 }
 
+/// Sixteen lanes in a `__m512`: one 512-bit vector per strip row.
+#[derive(Clone, Copy)]
+struct A16(__m512);
+
+// SAFETY (every block in this impl): `A16` is private to this module and its methods run only
+// inlined into the `zmm` entry points below, whose `#[target_feature]` enables AVX-512F and
+// which are called only after `Isa::detect` found AVX-512F (`CpuBackend::new`). Loads and
+// stores go through `&[f32; 16]`/`&mut [f32; 16]`, so the 64 bytes are in bounds (unaligned
+// access).
+impl Wide for A16 {
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        // SAFETY: AVX-512F detected (impl comment).
+        A16(unsafe { _mm512_set1_ps(v) })
+    }
+    #[inline(always)]
+    fn load(src: &[f32; 16]) -> Self {
+        // SAFETY: AVX-512F detected (impl comment); `src` is 16 readable f32.
+        A16(unsafe { _mm512_loadu_ps(src.as_ptr()) })
+    }
+    #[inline(always)]
+    fn store(self, dst: &mut [f32; 16]) {
+        // SAFETY: AVX-512F detected (impl comment); `dst` is 16 writable f32.
+        unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), self.0) }
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment). `vfmadd*ps` on a `zmm` rounds each lane's
+        // `self * b + c` once, exactly as on a `ymm`.
+        A16(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
+    }
+}
+
 /// The kernels compiled for one x86 feature set: `$features` is what the caller must have
-/// detected, `$strips` the projection tile's strips ([`kernels::project`]'s `NS`); the
-/// recurrence's six-window tiles are `2 * $strips` vectors wide.
+/// detected, `$wide` the strip-row type of the projection and the recurrent product, `$strips`
+/// the projection tile's strips ([`kernels::project`]'s `NS`), `$s6, $s1, $s2, $s3` the
+/// recurrent product's strips per tile for 6, 1, 2 and 3 to 5 windows
+/// ([`kernels::recurrence`]).
 macro_rules! entry_points {
-    ($name:ident, $features:literal, $what:literal, $strips:literal) => {
+    (
+        $name:ident,
+        $features:literal,
+        $what:literal,
+        $wide:ty,
+        $strips:expr,
+        [$s6:expr, $s1:expr, $s2:expr, $s3:expr]
+    ) => {
+        entry_points!(@build $name, $features, $what, $wide, $strips, $s6, $s1, $s2, $s3);
+    };
+    (
+        $name:ident,
+        $features:literal,
+        $what:literal,
+        $wide:ty,
+        $strips:expr,
+        $tiles:path
+    ) => {
+        entry_points!(
+            @build $name, $features, $what, $wide, $strips,
+            $tiles[0], $tiles[1], $tiles[2], $tiles[3]
+        );
+    };
+    (
+        @build $name:ident,
+        $features:literal,
+        $what:literal,
+        $wide:ty,
+        $strips:expr,
+        $s6:expr,
+        $s1:expr,
+        $s2:expr,
+        $s3:expr
+    ) => {
         #[doc = concat!("The kernels compiled for ", $what, ".")]
         pub(super) mod $name {
-            use super::{A8, Projection, Recurrence, State, kernels};
+            #[allow(unused_imports, reason = "each build uses one of the strip-row types")]
+            use super::{A8, A16, Pair, Projection, Recurrence, State, kernels};
 
-            /// [`kernels::project`] with [`A8`].
+            /// [`kernels::project`] with [`A8`] and the build's strip rows.
             ///
             /// # Safety
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
             pub(in crate::simd) unsafe fn project(args: &Projection<'_>, out: &mut [f32]) {
-                kernels::project::<A8, $strips>(args, out);
+                kernels::project::<A8, $wide, { $strips }>(args, out);
             }
 
-            /// [`kernels::recurrence`] with [`A8`].
+            /// [`kernels::recurrence`] with [`A8`] and the build's strip rows.
             ///
             /// # Safety
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
             pub(in crate::simd) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-                kernels::recurrence::<A8, { 2 * $strips }>(args, state);
+                kernels::recurrence::<A8, $wide, { $s6 }, { $s1 }, { $s2 }, { $s3 }>(args, state);
             }
 
             /// The gate functions with [`A8`] (tests).
@@ -168,7 +240,7 @@ macro_rules! entry_points {
 
 // AVX2 + FMA: 16 vector registers, so the projection tile is 6 rows x one 16-column strip
 // (12 accumulators).
-entry_points!(avx2, "avx2,fma", "AVX2 and FMA", 1);
+entry_points!(avx2, "avx2,fma", "AVX2 and FMA", Pair<A8>, 1, [1, 4, 2, 1]);
 // The same 256-bit instructions with AVX-512VL's 32 vector registers (EVEX encodings of the
 // same operations, so the same bits): the gate math spills less and the projection tile is 6
 // rows x two strips (24 accumulators), the recurrence's 6 windows x 32 columns (24). On the
@@ -180,5 +252,22 @@ entry_points!(
     avx512,
     "avx2,fma,avx512f,avx512vl",
     "AVX2, FMA, AVX-512F and AVX-512VL",
-    2
+    Pair<A8>,
+    2,
+    [2, 4, 2, 1]
+);
+// The 512-bit kernels: one `zmm` per 16-column strip row in the projection and the recurrent
+// product (the gate math stays on 8 lanes, as the AVX-512VL build, since a panel's gate is 8
+// units). Projection tile 6 rows x 2 strips (12 accumulators; the 32-column weight panel is
+// 32 KiB at K = 256, so it stays in L1 as the AVX-512VL build's does), recurrent product 6
+// windows x 4 strips (24 accumulators), one window x 8 strips (batch 1: 8 independent chains,
+// one 64-byte R load per FMA), 2 to 5 windows x 4 strips. Lanes are columns, so each column's
+// FMA chain is the one every other build computes.
+entry_points!(
+    zmm,
+    "avx2,fma,avx512f,avx512vl",
+    "AVX2, FMA, AVX-512F and AVX-512VL with 512-bit vectors",
+    A16,
+    kernels::ZMM_PROJECT_STRIPS,
+    kernels::ZMM_RECURRENT_STRIPS
 );
