@@ -100,8 +100,13 @@ tests_filter='^test |test result|panicked|rel L2|max abs|batch .*tile height|sta
     date -u
     nvidia-smi || echo "nvidia-smi failed"
     echo "bundle: $(cat "$here/COMMIT" 2>/dev/null | head -n 1)"
+    # The host CPU (the CPU backend's figures on this machine name it).
+    echo "host CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs visible;" \
+        "AVX-512: $(grep -o 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    echo "python: $(python3 -V 2>&1)"
 } >"$out/env.log" 2>&1
 head -n 25 "$out/env.log"
+grep -E '^(host CPU|python):' "$out/env.log"
 
 # NVRTC: the device's CUDA toolkit (13.0), found by file name; cudarc looks for libnvrtc.so.13.
 nvrtc_dir=""
@@ -146,10 +151,16 @@ run_group state 90 "$tests_filter|rel L2|foreign" bash -c "'$bin/gpu_state' --in
 sweep=1,2,8,9,32,64,128,256,1024
 run_group bench 330 '"error"|^Error' bash -c "
     '$bin/bench' --batches $sweep --kinds auto,resident,cluster2,cluster4,cluster2w2,wide,tiled --tiles auto --maths fp32 --iters 20 --case-ms 700 &&
-    '$bin/bench' --batches $sweep --kinds auto --tiles small,large,3xtf32 --maths fp32 --iters 20 --case-ms 700 --no-graph &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph &&
     '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,32 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
-grep -E '^\{' "$out/bench.log" >"$out/bench.jsonl" 2>/dev/null
+# x3bench (not in the default run; BILSTM_RUN_ONLY="x3bench cudnn ..."): the FP32 projection
+# tiles against each other with the plan's recurrence, eager and graph, and --phases with each
+# 3xTF32 tile forced at batches 1, 8 and 32.
+run_group x3bench 240 '"error"|^Error' bash -c "
+    '$bin/bench' --batches $sweep --kinds auto --tiles auto,small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 &&
+    '$bin/bench' --batches 1,8,32 --kinds auto --tiles 3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
+cat "$out/bench.log" "$out/x3bench.log" 2>/dev/null | grep -E '^\{' >"$out/bench.jsonl"
 run_group phases 60 "$tests_filter|batch .*pass|layer|all " "$bin/gpu_phases" "${gpu_flags[@]}"
 if command -v python3 >/dev/null 2>&1; then
     run_group cudnn 150 '^torch|Error|error' python3 "$here/cudnn_baseline.py" --batches "$sweep" --maths fp32,tf32 \
@@ -290,11 +301,11 @@ for b in batches:
     print("  %5d | " % b + " ".join("%-17s" % cell(cases.get(("fp32", k, "auto", b))) for k in kinds))
 print("--- projection tiles (auto recurrence, no graph), TF32 mode, and cuDNN in the same call; ratios = cuDNN / ours (auto plan):")
 print("  %5s | %-8s %-8s %-8s | %-17s | %-15s %-15s | %s" % (
-    "batch", "fp32 64", "fp32 128", "3xtf32", "tf32 auto", "cuDNN fp32", "cuDNN tf32", "fp32 eager, fp32 graph, tf32 eager"))
+    "batch", "fp32 64", "3xtf32", "3xtf32s", "tf32 auto", "cuDNN fp32", "cuDNN tf32", "fp32 eager, fp32 graph, tf32 eager"))
 for b in batches:
     small = cases.get(("fp32", "auto", "small", b))
-    large = cases.get(("fp32", "auto", "large", b))
-    x3 = cases.get(("fp32", "auto", "3xtf32", b))
+    large = cases.get(("fp32", "auto", "3xtf32", b))
+    x3 = cases.get(("fp32", "auto", "3xtf32s", b))
     auto = cases.get(("fp32", "auto", "auto", b))
     tf = cases.get(("tf32", "auto", "auto", b))
     c32 = cudnn.get(("fp32", b))
@@ -312,8 +323,8 @@ for b in batches:
         ratio(c16, "ms", tf, "median_ms")))
 for r in rows:
     if r.get("phases"):
-        print("  phases %s %s batch %d (ms per layer, projection / recurrence): %s" % (
-            r["math"], r.get("recurrence", r["kind"]), r["batch"], "  ".join(
+        print("  phases %s %s %s batch %d (ms per layer, projection / recurrence): %s" % (
+            r["math"], r.get("recurrence", r["kind"]), r.get("tile", ""), r["batch"], "  ".join(
                 "L%d %.3f / %.3f" % (p["layer"], p["projection_ms"], p["recurrence_ms"])
                 for p in r["phases"])))
 for b in batches:

@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p bilstm-cuda --example bench -- --batches 1,32,256
 //!     [--kinds auto,wide,tiled,resident,cluster,cluster2,cluster4]
-//!     [--tiles auto,small,large,tf32,3xtf32] [--maths fp32,tf32]
+//!     [--tiles auto,small,large,tf32,3xtf32,3xtf32s] [--maths fp32,tf32]
 //!     [--frames 589] [--iters 30] [--warmup 3] [--case-ms 1500] [--no-graph] [--host] [--phases]
 //! ```
 //!
@@ -101,6 +101,7 @@ fn parse_from(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     "large" => Some(Some(ProjectionTile::Large128)),
                     "tf32" => Some(Some(ProjectionTile::Tf32)),
                     "3xtf32" => Some(Some(ProjectionTile::Tf32x3)),
+                    "3xtf32s" => Some(Some(ProjectionTile::Tf32x3Small)),
                     _ => None,
                 })?
             }
@@ -167,6 +168,7 @@ fn tile_name(t: Option<ProjectionTile>) -> &'static str {
         Some(ProjectionTile::Large128) => "large",
         Some(ProjectionTile::Tf32) => "tf32",
         Some(ProjectionTile::Tf32x3) => "3xtf32",
+        Some(ProjectionTile::Tf32x3Small) => "3xtf32s",
     }
 }
 

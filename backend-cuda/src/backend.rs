@@ -445,6 +445,7 @@ fn real_resources(k: &Kernels) -> Option<plan::KernelResources> {
         projection_large: usage(KernelId::ProjectionLarge)?,
         projection_tf32: usage(KernelId::ProjectionTf32)?,
         projection_tf32x3: usage(KernelId::ProjectionTf32x3)?,
+        projection_tf32x3_small: usage(KernelId::ProjectionTf32x3Small)?,
         cluster2: usage(KernelId::RecurrenceCluster2)?,
         cluster4: usage(KernelId::RecurrenceCluster4)?,
         // The two-window 2-CTA kernel shares the 2-CTA capacity: the smaller of the two figures.

@@ -140,6 +140,7 @@ impl CudaBackend {
             ProjectionTile::Large128 => KernelId::ProjectionLarge,
             ProjectionTile::Tf32 => KernelId::ProjectionTf32,
             ProjectionTile::Tf32x3 => KernelId::ProjectionTf32x3,
+            ProjectionTile::Tf32x3Small => KernelId::ProjectionTf32x3Small,
         })?;
         let weights = span(&b.weights, main);
         let proj = span(&b.proj, main);
@@ -195,11 +196,14 @@ impl CudaBackend {
                     .offset(at, 4)
                     .ok_or_else(|| missing("a tensor inside the buffer"))
             };
-            // The TF32 kernel reads the gate-major TF32-rounded weights, the FP32 SIMT and 3xTF32
-            // ones the K-major FP32 weights.
+            // The TF32 kernel reads the gate-major TF32-rounded weights, the 3xTF32 ones the
+            // K-major weights split into high parts and remainders, the FP32 SIMT ones the
+            // K-major FP32 weights.
             let weights_of = |d: usize| {
                 piece(if tile.is_tf32() {
                     offsets[d].input_tf32
+                } else if tile.is_tf32x3() {
+                    offsets[d].input_x3
                 } else {
                     offsets[d].input_kmajor
                 })
@@ -216,8 +220,8 @@ impl CudaBackend {
             let cc = self.device.info.facts.compute_capability;
             if tile.is_tf32() {
                 launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
-            } else if tile == ProjectionTile::Tf32x3 {
-                launch::projection_tf32x3::launch(proj_fn, main, cc, &args)?;
+            } else if tile.is_tf32x3() {
+                launch::projection_tf32x3::launch(proj_fn, main, cc, tile, &args)?;
             } else {
                 launch::projection::launch(proj_fn, main, tile, &args)?;
             }

@@ -127,6 +127,9 @@ fn forward_passes_follow_the_plans() {
     let shape = StackShape::pyannote().with_frames(4);
     let st = stack(&shape);
     let mut b = prepared(&st, 1024);
+    // One pass per forward: the host path would otherwise run batches above its chunk as
+    // chunk-sized passes, each with the chunk's plan (tests/gpu_pipeline.rs covers those).
+    b.set_host_chunk(0);
     for kind in [
         None,
         Some(RecurrenceKind::Wide),

@@ -234,10 +234,10 @@ fn the_tf32_projection_is_real_from_8_0_and_rounds_to_nearest_even() {
     }
 }
 
-/// The 3xTF32 projection per architecture: the real kernel from 8.0 on, with three `mma.sync`
-/// TF32 products per fragment pair (the unrolled loops put 3 x 4 x 8 per k-step of a warp in
-/// the PTX), the same ties-to-even rounding as the TF32 tile (no `cvt.rna`), and a trap stub
-/// before 8.0.
+/// The 3xTF32 projection per architecture: the real kernels from 8.0 on, with three `mma.sync`
+/// TF32 products per fragment pair (one k-step's loop body per entry in the PTX: 3 x the warp
+/// tile's mma tiles, for the large and the small entry, which share the module), the same
+/// ties-to-even rounding as the TF32 tile (no `cvt.rna`), and trap stubs before 8.0.
 #[test]
 fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
     if !nvrtc_or_skip() {
@@ -252,12 +252,19 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
         let real = arch >= (8, 0);
         assert_eq!(ptx.contains("trap;"), !real, "{arch:?}: trap stub");
         if real {
-            // Two k-steps of 8 per K tile, 4 x 8 mma tiles per warp, 3 products each.
+            use bilstm_core::geometry as g;
+            let tiles = |rows: usize, cols: usize| (rows / 16) * (cols / 8);
+            let large = tiles(g::PROJ_TF32X3_WARP_ROWS, g::PROJ_TF32X3_WARP_COLS);
+            let small = tiles(
+                g::PROJ_TF32X3_SMALL_WARP_ROWS,
+                g::PROJ_TF32X3_SMALL_WARP_COLS,
+            );
             assert_eq!(
                 ptx.matches(mma).count(),
-                2 * 4 * 8 * 3,
+                3 * (large + small),
                 "{arch:?}: mma count"
             );
+            assert_eq!(ptx.matches(".entry bilstm_projection_tf32x3").count(), 2);
             assert!(ptx.contains("cp.async.cg.shared.global"), "{arch:?}");
             assert!(!ptx.contains("cvt.rna"), "{arch:?}: ties-away rounding");
         } else {

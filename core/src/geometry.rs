@@ -102,16 +102,53 @@ pub const PROJ_TF32_ROW_FLOATS: usize = PROJ_TF32_K_TILE + 8;
 /// floats and 32-bit fragment loads); the 64-bit loads need rows of 24.
 pub const PROJ_TF32_SHARED_BYTES: usize =
     2 * (PROJ_TF32_TILE_ROWS + PROJ_TF32_TILE_COLS) * PROJ_TF32_ROW_FLOATS * 4;
-/// 3xTF32 projection (FP32-accurate, same 128x256 tiles and K tile as the TF32 one): floats
-/// between consecutive k rows of a stage's weight tile, which keeps the K-major layout of the
-/// packed FP32 weights: the tile's columns plus 4 floats of padding. 4 mod 32 words, so that a
-/// warp's 32-bit B fragment loads (4 k-pairs x 8 columns) hit 32 distinct banks.
-pub const PROJ_TF32X3_B_ROW_FLOATS: usize = PROJ_TF32_TILE_COLS + 4;
-/// 3xTF32 projection: dynamic shared bytes, a double buffer of the activation tile (rows of
-/// [`PROJ_TF32_ROW_FLOATS`]) and the K-major weight tile (rows of [`PROJ_TF32X3_B_ROW_FLOATS`]):
-/// 57,856 bytes, within the 99 KiB a block may opt into on 8.6 and 8.9.
+/// 3xTF32 projection, large tile: K values of both operands per cp.async stage (four k-steps
+/// of 8: one block barrier per four k-steps; the small tile keeps [`PROJ_TF32_K_TILE`]).
+pub const PROJ_TF32X3_K_TILE: usize = 32;
+/// 3xTF32 projection, large tile: floats between consecutive activation rows of a stage in
+/// shared memory: the K tile plus 8 (an odd multiple of 8: conflict-free 64-bit fragment loads).
+pub const PROJ_TF32X3_ROW_FLOATS: usize = PROJ_TF32X3_K_TILE + 8;
+/// 3xTF32 projection (FP32-accurate), large tile (`bilstm_projection_tf32x3`): output tile
+/// rows. Its own tiles, not the TF32 kernel's 128x256: the fresh per-k-step accumulator of
+/// 3xTF32 needs registers that 64x64 warp tiles have not got (ptxas 13.0, sm_90: 255 registers
+/// and 84 bytes of spills).
+pub const PROJ_TF32X3_TILE_ROWS: usize = 128;
+/// 3xTF32 projection, large tile: output tile columns.
+pub const PROJ_TF32X3_TILE_COLS: usize = 128;
+/// 3xTF32 projection, large tile: rows of one warp's tile (8 warps: 2 x 4 warp tiles).
+pub const PROJ_TF32X3_WARP_ROWS: usize = 32;
+/// 3xTF32 projection, large tile: columns of one warp's tile.
+pub const PROJ_TF32X3_WARP_COLS: usize = 64;
+/// 3xTF32 projection, large tile: floats between consecutive k rows of a stage's weight tile,
+/// which keeps the K-major layout of the packed FP32 weights: the tile's columns plus 4 floats
+/// of padding. 4 mod 32 words, so that a warp's 32-bit B fragment loads (4 k-pairs x 8
+/// columns) hit 32 distinct banks.
+pub const PROJ_TF32X3_B_ROW_FLOATS: usize = PROJ_TF32X3_TILE_COLS + 4;
+/// 3xTF32 projection, large tile: dynamic shared bytes, a double buffer of the activation tile
+/// (rows of [`PROJ_TF32X3_ROW_FLOATS`]) and the two K-major weight tiles, high parts and
+/// remainders (rows of [`PROJ_TF32X3_B_ROW_FLOATS`]): 108,544 bytes (over the 99 KiB opt-in of
+/// 8.6 and 8.9, where the plan falls back to the 64x128 tile).
 pub const PROJ_TF32X3_SHARED_BYTES: usize = 2
-    * (PROJ_TF32_TILE_ROWS * PROJ_TF32_ROW_FLOATS + PROJ_TF32_K_TILE * PROJ_TF32X3_B_ROW_FLOATS)
+    * (PROJ_TF32X3_TILE_ROWS * PROJ_TF32X3_ROW_FLOATS
+        + 2 * PROJ_TF32X3_K_TILE * PROJ_TF32X3_B_ROW_FLOATS)
+    * 4;
+/// 3xTF32 projection, small tile (`bilstm_projection_tf32x3_small`): output tile rows. Same
+/// numerics and bits as the large tile; more blocks for small row counts.
+pub const PROJ_TF32X3_SMALL_TILE_ROWS: usize = 64;
+/// 3xTF32 projection, small tile: output tile columns.
+pub const PROJ_TF32X3_SMALL_TILE_COLS: usize = 128;
+/// 3xTF32 projection, small tile: rows of one warp's tile (8 warps: 2 x 4 warp tiles).
+pub const PROJ_TF32X3_SMALL_WARP_ROWS: usize = 32;
+/// 3xTF32 projection, small tile: columns of one warp's tile.
+pub const PROJ_TF32X3_SMALL_WARP_COLS: usize = 32;
+/// 3xTF32 projection, small tile: floats between consecutive k rows of a stage's weight tile
+/// (the tile's columns plus 4: 4 mod 32 words, conflict-free B fragment loads).
+pub const PROJ_TF32X3_SMALL_B_ROW_FLOATS: usize = PROJ_TF32X3_SMALL_TILE_COLS + 4;
+/// 3xTF32 projection, small tile: dynamic shared bytes, a double buffer of the activation
+/// tile and both weight tiles (46,080 bytes).
+pub const PROJ_TF32X3_SMALL_SHARED_BYTES: usize = 2
+    * (PROJ_TF32X3_SMALL_TILE_ROWS * PROJ_TF32_ROW_FLOATS
+        + 2 * PROJ_TF32_K_TILE * PROJ_TF32X3_SMALL_B_ROW_FLOATS)
     * 4;
 
 /// Hidden-state exchange: bytes of one published word (flag in the high half, value low).
@@ -132,11 +169,11 @@ pub const DOT_CHAINS: usize = 16;
 pub const DOT_CHAIN_TERMS: usize = HIDDEN / DOT_CHAINS;
 
 /// Most `-D` defines [`defines`] returns.
-pub const MAX_DEFINES: usize = 48;
+pub const MAX_DEFINES: usize = 64;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 37] = [
+    let all: [(&'static str, usize); 49] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -166,8 +203,38 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_PROJ_TF32_SHARED_BYTES", PROJ_TF32_SHARED_BYTES),
         ("BILSTM_PROJ_TF32_K_TILE", PROJ_TF32_K_TILE),
         ("BILSTM_PROJ_TF32_ROW_FLOATS", PROJ_TF32_ROW_FLOATS),
+        ("BILSTM_PROJ_TF32X3_K_TILE", PROJ_TF32X3_K_TILE),
+        ("BILSTM_PROJ_TF32X3_ROW_FLOATS", PROJ_TF32X3_ROW_FLOATS),
+        ("BILSTM_PROJ_TF32X3_TILE_ROWS", PROJ_TF32X3_TILE_ROWS),
+        ("BILSTM_PROJ_TF32X3_TILE_COLS", PROJ_TF32X3_TILE_COLS),
+        ("BILSTM_PROJ_TF32X3_WARP_ROWS", PROJ_TF32X3_WARP_ROWS),
+        ("BILSTM_PROJ_TF32X3_WARP_COLS", PROJ_TF32X3_WARP_COLS),
         ("BILSTM_PROJ_TF32X3_B_ROW_FLOATS", PROJ_TF32X3_B_ROW_FLOATS),
         ("BILSTM_PROJ_TF32X3_SHARED_BYTES", PROJ_TF32X3_SHARED_BYTES),
+        (
+            "BILSTM_PROJ_TF32X3_SMALL_TILE_ROWS",
+            PROJ_TF32X3_SMALL_TILE_ROWS,
+        ),
+        (
+            "BILSTM_PROJ_TF32X3_SMALL_TILE_COLS",
+            PROJ_TF32X3_SMALL_TILE_COLS,
+        ),
+        (
+            "BILSTM_PROJ_TF32X3_SMALL_WARP_ROWS",
+            PROJ_TF32X3_SMALL_WARP_ROWS,
+        ),
+        (
+            "BILSTM_PROJ_TF32X3_SMALL_WARP_COLS",
+            PROJ_TF32X3_SMALL_WARP_COLS,
+        ),
+        (
+            "BILSTM_PROJ_TF32X3_SMALL_B_ROW_FLOATS",
+            PROJ_TF32X3_SMALL_B_ROW_FLOATS,
+        ),
+        (
+            "BILSTM_PROJ_TF32X3_SMALL_SHARED_BYTES",
+            PROJ_TF32X3_SMALL_SHARED_BYTES,
+        ),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
@@ -202,9 +269,12 @@ mod tests {
         assert_eq!(RESIDENT_R_SHARED_BYTES, 128 * 1024);
         assert_eq!(PROJ_TF32_SHARED_BYTES, 72 * 1024);
         assert_eq!(PROJ_TF32_ROW_FLOATS % 16, 8);
-        assert_eq!(PROJ_TF32X3_SHARED_BYTES, 57_856);
-        const { assert!(PROJ_TF32X3_SHARED_BYTES <= 99 * 1024) };
+        assert_eq!(PROJ_TF32X3_SHARED_BYTES, 108_544);
+        assert_eq!(PROJ_TF32X3_SMALL_SHARED_BYTES, 46_080);
+        assert_eq!(PROJ_TF32X3_ROW_FLOATS % 16, 8);
+        const { assert!(PROJ_TF32X3_SMALL_SHARED_BYTES <= 48 * 1024) };
         assert!(matches!(PROJ_TF32X3_B_ROW_FLOATS % 16, 4 | 12));
+        assert!(matches!(PROJ_TF32X3_SMALL_B_ROW_FLOATS % 16, 4 | 12));
         assert!(WIDE_TILE_HEIGHTS.iter().all(|&h| h <= WIDE_MAX_TILE_HEIGHT));
         for size in CLUSTER_SIZES {
             assert!(size <= CLUSTER_MAX_SIZE);
@@ -219,7 +289,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 37);
+        assert_eq!(d.len(), 49);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

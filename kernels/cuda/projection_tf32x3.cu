@@ -1,59 +1,78 @@
 // projection_tf32x3.cu: the input projection of one layer at FP32 accuracy on TF32 tensor cores
 // ("3xTF32", MathMode::Fp32), both directions in one launch:
 //   gates[d][row, col] = sum over k < in_width of x[row, k] * W_d[k, col]   (d = blockIdx.z)
-// where W_d is direction d's packed K-MAJOR FP32 input weights [padded_in, GATE_ROWS] (the FP32
-// SIMT tiles' operand; nothing extra is packed). Each operand value v is split in the kernel into
-// a TF32 high part and a TF32 remainder (bl_tf32_split in mma.cuh: hi = tf32(v), lo = tf32(v -
-// hi)) and every 8-value k-step sums three mma.sync products. The output layout is the FP32
-// projection's: [rows, GATE_ROWS] per direction, packed gate columns.
+// where W_d is direction d's K-MAJOR input weights, packed already split
+// (PackedOffsets::input_x3: [2, padded_in, GATE_ROWS], the TF32 high parts hi(W) then the TF32
+// remainders lo(W), bilstm_core::layout::split_tf32). Each activation x is split in the kernel
+// the same way (bl_tf32_split in mma.cuh: hi = tf32(v), lo = tf32(v - hi)) and every 8-value
+// k-step sums three mma.sync products. The output layout is the FP32 projection's:
+// [rows, GATE_ROWS] per direction, packed gate columns.
 //
 // Launch contract
-// - Entry: bilstm_projection_tf32x3. Not cooperative. Needs compute capability 8.0 or later
-//   (mma.sync TF32, cp.async); compiled for an older architecture the entry is a trap, so the
-//   host never launches it there.
-// - Grid: (ceil(rows / BILSTM_PROJ_TF32_TILE_ROWS), BILSTM_GATE_ROWS / BILSTM_PROJ_TF32_TILE_COLS,
-//   2): x tiles rows, y tiles gate columns, z is the direction (0 forward, 1 reverse).
-//   Block: (BILSTM_BLOCK_THREADS, 1, 1). Dynamic shared bytes: BILSTM_PROJ_TF32X3_SHARED_BYTES
-//   (more than 48 KiB: the function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES is raised
-//   to it once after loading); no static shared memory.
+// - Entries: bilstm_projection_tf32x3 (the large tile: TILE_ROWS x TILE_COLS =
+//   BILSTM_PROJ_TF32X3_TILE_ROWS x BILSTM_PROJ_TF32X3_TILE_COLS in warp tiles of
+//   BILSTM_PROJ_TF32X3_WARP_ROWS x BILSTM_PROJ_TF32X3_WARP_COLS, weight rows of B_ROW_FLOATS =
+//   BILSTM_PROJ_TF32X3_B_ROW_FLOATS, SHARED = BILSTM_PROJ_TF32X3_SHARED_BYTES) and
+//   bilstm_projection_tf32x3_small (the same from the defines named _SMALL_ below).
+//   Not cooperative. Need compute capability 8.0 or later (mma.sync TF32, cp.async); compiled for
+//   an older architecture each entry is a trap, so the host never launches them there.
+// - Grid: (ceil(rows / TILE_ROWS), BILSTM_GATE_ROWS / TILE_COLS, 2): x tiles rows, y tiles gate
+//   columns, z is the direction (0 forward, 1 reverse). Block: (BILSTM_BLOCK_THREADS, 1, 1).
+//   Dynamic shared bytes: SHARED (above 48 KiB the function's
+//   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES is raised to it once after loading); no
+//   static shared memory.
 // - Parameters: bl_projection_params (48 bytes, the FP32 tiles' struct of projection.cu),
 //   mirrored by bilstm_kernels::params::ProjectionParams.
 // - Preconditions: x is 4-byte aligned and holds rows * in_width floats (row-major, any width
 //   1 ..= MAX_FEATURES; nothing past a row is read); weights[d] is 16-byte aligned and holds
-//   padded_in(in_width) * GATE_ROWS floats (rows k < in_width are read, nothing past them);
+//   2 * padded_in(in_width) * GATE_ROWS floats, padded_in(w) = w rounded up to BILSTM_K_PAD
+//   (rows k < in_width of each half are read, nothing else);
 //   out + d * out_direction_stride holds rows * GATE_ROWS floats for d = 0, 1, with out 8-byte
 //   aligned and out_direction_stride even; the output overlaps neither x nor the weights;
 //   rows >= 1, in_width >= 1.
 // - Postconditions: every out[d][row, col] for row < rows is written exactly once; nothing else.
-// - Numerics: both operands are split at fragment-load time by bl_tf32_split (round to nearest,
-//   ties to even; mirrored by bilstm_core::layout::split_tf32). Each output accumulates in FP32
-//   from 0.0f over k-steps of 8 in ascending k; in each k-step, in this FIXED order, acc +=
-//   lo(x) * hi(W), then acc += hi(x) * lo(W), then acc += hi(x) * hi(W) (the small products
-//   first; lo * lo is dropped, below 2^-22 relative). Every output row runs the same instruction
-//   sequence whatever the row count or the row's place in a tile, so a window's bits never
-//   depend on the batch; inside an mma.sync the order and rounding are the hardware's and fixed,
-//   so repeated runs give the same bits. Bits differ from the FP32 SIMT tiles' and may differ
-//   between architectures. Terms k >= in_width are exact zeros (both operands zero-filled). NaN
-//   or infinity in x propagates through hi(x) * hi(W) alone (lo(x) is +0 there, and an
-//   infinite or NaN hi(x) is replaced by +0 in hi(x) * lo(W), whose lo(W) may have the other
-//   sign); W is finite (packing refuses anything else). Within a step, mma
-//   k-index j (0..3) carries k0 + 2j and j + 4 carries k0 + 2j + 1, in A and B alike.
+// - Numerics (both entries alike, so they give identical bits): x is split at fragment-load
+//   time by bl_tf32_split (round to nearest, ties to even), W arrives split by
+//   bilstm_core::layout::split_tf32 (which bl_tf32_split mirrors bit for bit). Each output is an FP32 sum from 0.0f over k-steps of 8 in
+//   ascending k, each added with one round-to-nearest FP32 add: acc = acc + step, where step
+//   starts at 0.0f and the tensor cores accumulate into it, in this FIXED order, lo(x) * hi(W),
+//   then hi(x) * lo(W), then hi(x) * hi(W) (lo * lo is dropped, below 2^-22 relative). The
+//   fresh step accumulator matters: the tensor cores' own accumulation does not round to
+//   nearest, and chaining all 32 k-steps through it measured 4.7e-6 on the stack (8x the SIMT
+//   tiles'). Every output row runs the same instruction sequence whatever the row count, the
+//   tile size or the row's place in a tile, so a window's bits never depend on the batch or the
+//   entry; inside an mma.sync the order and rounding are the hardware's and fixed, so repeated
+//   runs give the same bits. Bits differ from the FP32 SIMT tiles' and may differ between
+//   architectures. Terms k >= in_width are exact zeros (both operands zero-filled). NaN or
+//   infinity in x propagates through hi(x) * hi(W) alone (lo(x) is +0 there, and an infinite
+//   or NaN hi(x) is replaced by +0 in hi(x) * lo(W), whose lo(W) may have the other sign); W is
+//   finite (packing refuses anything else). Within a step, mma k-index j (0..3) carries
+//   k0 + 2j and j + 4 carries k0 + 2j + 1, in A and B alike.
 // - Defines read: BILSTM_HIDDEN (guard), BILSTM_BLOCK_THREADS, BILSTM_WARP_THREADS,
-//   BILSTM_GATE_ROWS, BILSTM_PROJ_TF32_TILE_ROWS, BILSTM_PROJ_TF32_TILE_COLS,
-//   BILSTM_PROJ_TF32_K_TILE, BILSTM_PROJ_TF32_ROW_FLOATS, BILSTM_PROJ_TF32X3_B_ROW_FLOATS,
-//   BILSTM_PROJ_TF32X3_SHARED_BYTES.
+//   BILSTM_GATE_ROWS, BILSTM_K_PAD, BILSTM_PROJ_TF32_K_TILE, BILSTM_PROJ_TF32_ROW_FLOATS,
+//   BILSTM_PROJ_TF32X3_TILE_ROWS, BILSTM_PROJ_TF32X3_TILE_COLS, BILSTM_PROJ_TF32X3_WARP_ROWS,
+//   BILSTM_PROJ_TF32X3_WARP_COLS, BILSTM_PROJ_TF32X3_B_ROW_FLOATS, BILSTM_PROJ_TF32X3_SHARED_BYTES,
+//   BILSTM_PROJ_TF32X3_SMALL_TILE_ROWS, BILSTM_PROJ_TF32X3_SMALL_TILE_COLS,
+//   BILSTM_PROJ_TF32X3_SMALL_WARP_ROWS, BILSTM_PROJ_TF32X3_SMALL_WARP_COLS,
+//   BILSTM_PROJ_TF32X3_SMALL_B_ROW_FLOATS, BILSTM_PROJ_TF32X3_SMALL_SHARED_BYTES.
 //
-// Design: the TF32 kernel's tiling (projection_tf32.cu): 8 warps tile the 128 x 256 output as
-// 2 x 4 square warp tiles of 64 x 64, each 4 x 8 mma tiles of 16 x 8 (128 FP32 accumulators per
-// thread); K tiles of BILSTM_PROJ_TF32_K_TILE values are copied global -> shared with cp.async
-// into a double buffer. A (activations) is stored as rows of K values, BILSTM_PROJ_TF32_ROW_FLOATS
-// apart (64-bit fragment loads, conflict-free); B (weights) keeps its K-major global layout in
-// shared memory, one row of BILSTM_PROJ_TF32_TILE_COLS gate columns per k,
-// BILSTM_PROJ_TF32X3_B_ROW_FLOATS apart (4 mod 32 words, so a warp's 32-bit fragment loads of
-// 4 k-pairs x 8 columns touch 32 distinct banks). Operands are kept in FP32 in shared memory and
-// split in registers: the split costs ALU issue slots that overlap the tensor-core pipe (three
-// mma.sync per fragment pair), and the shared footprint stays below the 99 KiB opt-in limit of
-// 8.6 / 8.9, so the kernel runs on every architecture from 8.0.
+// Design: one template body, two tile sizes, 8 warps each. The large tile is 128 x 128 in warp
+// tiles of 32 x 64 (2 x 8 mma tiles of 16 x 8, 64 FP32 accumulators per thread; 186 registers,
+// one block per SM on 9.0); the small one 64 x 128 in warp tiles of 32 x 32 (32 accumulators,
+// 119 registers, two blocks per SM), which gives small batches more blocks. (The TF32 kernel's
+// 64 x 64 warp tiles do not fit the fresh step accumulators: ptxas spilled at 255 registers.)
+// K tiles of BILSTM_PROJ_TF32_K_TILE values are copied global -> shared with cp.async into a
+// double buffer; the k-steps of a K tile run one at a time (not unrolled: unrolled, the small
+// tile spilled on sm_80). A (activations) is stored as rows of K values,
+// BILSTM_PROJ_TF32_ROW_FLOATS apart (64-bit fragment loads, conflict-free); B (weights) keeps its
+// K-major global layout in shared memory, one row of TILE_COLS gate columns per k, B_ROW_FLOATS
+// apart (4 mod 32 words, so a warp's 32-bit fragment loads of 4 k-pairs x 8 columns touch 32
+// distinct banks), the remainders' tile right after the high parts'. The weights come split
+// from packing: splitting them in registers took ALU issue slots on every warp that reads a
+// fragment (H200, batch 32, 128x128 tile: 0.260 ms a layer with in-kernel splits, 0.240
+// pre-split). x is kept in FP32 in shared memory and split in registers. Shared memory: 58,368
+// bytes (large) and 46,080 (small), within the 99 KiB opt-in of 8.6 / 8.9. (K tiles of 32
+// instead of 16 made the small tile spill at its 128-register cap.)
 
 #ifndef BILSTM_HIDDEN
 #error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
@@ -76,62 +95,73 @@ static_assert(sizeof(bl_projection_params) == 48, "mirrors bilstm_kernels::param
 constexpr int BL_X3_MMA_M = 16;
 constexpr int BL_X3_MMA_N = 8;
 constexpr int BL_X3_MMA_K = 8;
-
-constexpr int BL_X3_ROWS = BILSTM_PROJ_TF32_TILE_ROWS;
-constexpr int BL_X3_COLS = BILSTM_PROJ_TF32_TILE_COLS;
-constexpr int BL_X3_KT = BILSTM_PROJ_TF32_K_TILE;
-constexpr int BL_X3_LDA = BILSTM_PROJ_TF32_ROW_FLOATS;
-constexpr int BL_X3_LDB = BILSTM_PROJ_TF32X3_B_ROW_FLOATS;
 constexpr int BL_X3_WARPS = BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS;
-// Square warp tiles: (ROWS / WS) * (COLS / WS) warps.
-constexpr int BL_X3_WS = bl_isqrt(BL_X3_ROWS * BL_X3_COLS / BL_X3_WARPS);
-constexpr int BL_X3_WARPS_M = BL_X3_ROWS / BL_X3_WS;
-constexpr int BL_X3_WARPS_N = BL_X3_COLS / BL_X3_WS;
-constexpr int BL_X3_MT = BL_X3_WS / BL_X3_MMA_M;  // mma tiles per warp, down
-constexpr int BL_X3_NT = BL_X3_WS / BL_X3_MMA_N;  // mma tiles per warp, across
-constexpr int BL_X3_VEC = 4;                      // floats per 16-byte cp.async chunk
-constexpr int BL_X3_A_ROW_CHUNKS = BL_X3_KT / BL_X3_VEC;
-constexpr int BL_X3_B_ROW_CHUNKS = BL_X3_COLS / BL_X3_VEC;
-constexpr int BL_X3_A_CHUNKS = BL_X3_ROWS * BL_X3_A_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
-constexpr int BL_X3_B_CHUNKS = BL_X3_KT * BL_X3_B_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
-constexpr int BL_X3_A_FLOATS = BL_X3_ROWS * BL_X3_LDA;
-constexpr int BL_X3_STAGE_FLOATS = BL_X3_A_FLOATS + BL_X3_KT * BL_X3_LDB;
+constexpr int BL_X3_VEC = 4;  // floats per 16-byte cp.async chunk
 
 static_assert(BILSTM_BLOCK_THREADS % BILSTM_WARP_THREADS == 0, "whole warps");
-static_assert(BL_X3_WARPS_M * BL_X3_WS == BL_X3_ROWS, "warp tiles cover the rows");
-static_assert(BL_X3_WARPS_N * BL_X3_WS == BL_X3_COLS, "warp tiles cover the columns");
-static_assert(BL_X3_WARPS_M * BL_X3_WARPS_N == BL_X3_WARPS, "one warp tile per warp");
-static_assert(BL_X3_WS % BL_X3_MMA_M == 0 && BL_X3_WS % BL_X3_MMA_N == 0, "whole mma tiles");
-static_assert(BILSTM_GATE_ROWS % BL_X3_COLS == 0, "whole column tiles");
-static_assert(BL_X3_KT % BL_X3_MMA_K == 0 && BL_X3_KT % BL_X3_VEC == 0, "whole K steps and chunks");
-static_assert(BL_X3_LDA >= BL_X3_KT && BL_X3_LDA % BL_X3_VEC == 0, "16-byte aligned A rows");
-static_assert(BL_X3_LDA % 16 == 8, "an odd multiple of 8 floats: conflict-free 64-bit A loads");
-static_assert(BL_X3_LDB >= BL_X3_COLS && BL_X3_LDB % BL_X3_VEC == 0, "16-byte aligned B rows");
-static_assert(BL_X3_LDB % 16 == 4 || BL_X3_LDB % 16 == 12, "k-pairs 8 banks apart: conflict-free B loads");
-static_assert(BL_X3_A_CHUNKS * BILSTM_BLOCK_THREADS == BL_X3_ROWS * BL_X3_A_ROW_CHUNKS, "A loads evenly");
-static_assert(BL_X3_B_CHUNKS * BILSTM_BLOCK_THREADS == BL_X3_KT * BL_X3_B_ROW_CHUNKS, "B loads evenly");
-static_assert(2 * BL_X3_STAGE_FLOATS * 4 == BILSTM_PROJ_TF32X3_SHARED_BYTES, "a double buffer of both operands");
 
-extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
-    bilstm_projection_tf32x3(const bl_projection_params p) {
+// The tile geometry of one entry: ROWS x COLS outputs per block in warp tiles of WM x WN, K
+// tiles of KT values (activation rows LDA floats apart, weight rows LDB) per cp.async stage,
+// SHARED_BYTES of dynamic shared memory.
+template <int ROWS, int COLS, int WM, int WN, int KT, int LDA, int LDB, int SHARED_BYTES>
+struct bl_x3_tile {
+    static constexpr int WARPS_M = ROWS / WM;
+    static constexpr int WARPS_N = COLS / WN;
+    static constexpr int MT = WM / BL_X3_MMA_M;  // mma tiles per warp, down
+    static constexpr int NT = WN / BL_X3_MMA_N;  // mma tiles per warp, across
+    static constexpr int A_ROW_CHUNKS = KT / BL_X3_VEC;
+    static constexpr int B_ROW_CHUNKS = COLS / BL_X3_VEC;
+    static constexpr int A_CHUNKS = ROWS * A_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
+    static constexpr int B_CHUNKS = KT * B_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
+    static constexpr int A_FLOATS = ROWS * LDA;
+    static constexpr int B_FLOATS = KT * LDB;  // one weight part's K tile
+    static constexpr int K_TILE = KT;
+    static constexpr int A_ROW = LDA;
+    static constexpr int B_ROW = LDB;
+
+    static_assert(KT % BL_X3_MMA_K == 0 && KT % BL_X3_VEC == 0, "whole K steps and chunks");
+    static_assert(LDA >= KT && LDA % BL_X3_VEC == 0, "16-byte aligned A rows");
+    static_assert(LDA % 16 == 8, "an odd multiple of 8 floats: conflict-free 64-bit A loads");
+    static constexpr int STAGE_FLOATS = A_FLOATS + 2 * B_FLOATS;
+
+    static_assert(WARPS_M * WM == ROWS, "warp tiles cover the rows");
+    static_assert(WARPS_N * WN == COLS, "warp tiles cover the columns");
+    static_assert(WARPS_M * WARPS_N == BL_X3_WARPS, "one warp tile per warp");
+    static_assert(WM % BL_X3_MMA_M == 0 && WN % BL_X3_MMA_N == 0, "whole mma tiles");
+    static_assert(BILSTM_GATE_ROWS % COLS == 0, "whole column tiles");
+    static_assert(LDB >= COLS && LDB % BL_X3_VEC == 0, "16-byte aligned B rows");
+    static_assert(LDB % 16 == 4 || LDB % 16 == 12, "k-pairs 8 banks apart: conflict-free B loads");
+    static_assert(A_CHUNKS * BILSTM_BLOCK_THREADS == ROWS * A_ROW_CHUNKS, "A loads evenly");
+    static_assert(B_CHUNKS * BILSTM_BLOCK_THREADS == KT * B_ROW_CHUNKS, "B loads evenly");
+    static_assert(2 * STAGE_FLOATS * 4 == SHARED_BYTES, "a double buffer of both operands");
+};
+
 #if __CUDA_ARCH__ >= 800
-    extern __shared__ __align__(16) float bl_x3_shared[];
-
+// The body of both entries: the projection tile (blockIdx.x, blockIdx.y) of direction
+// blockIdx.z, T a bl_x3_tile.
+template <typename T>
+__device__ __forceinline__ void bl_projection_tf32x3(const bl_projection_params& p, float* bl_x3_shared) {
     const int tid = threadIdx.x;
     const int lane = tid % BILSTM_WARP_THREADS;
     const int warp = tid / BILSTM_WARP_THREADS;
     const int group = lane / 4;  // the mma fragments' groupID
     const int pair = lane % 4;   // and threadID_in_group
-    const int warp_m = warp / BL_X3_WARPS_N;
-    const int warp_n = warp % BL_X3_WARPS_N;
-    const bl_u64 m0 = (bl_u64)blockIdx.x * BL_X3_ROWS;
-    const int n0 = blockIdx.y * BL_X3_COLS;
+    const int warp_m = warp / T::WARPS_N;
+    const int warp_n = warp % T::WARPS_N;
+    const bl_u64 m0 = (bl_u64)blockIdx.x * (bl_u64)(T::WARPS_M * T::MT * BL_X3_MMA_M);
+    const int n0 = blockIdx.y * (T::WARPS_N * T::NT * BL_X3_MMA_N);
     const bl_u32 direction = blockIdx.z;
     const float* __restrict__ w = direction == 0 ? p.weights[0] : p.weights[1];
     float* __restrict__ out = p.out + (bl_u64)direction * p.out_direction_stride;
     const float* __restrict__ x = p.x;
     const bl_u32 in_width = p.in_width;
     const bl_u64 rows = p.rows;
+    constexpr int LDB = T::B_ROW;
+    constexpr int BL_X3_KT = T::K_TILE;
+    constexpr int BL_X3_LDA = T::A_ROW;
+    // The remainders follow the high parts: [2, padded_in, GATE_ROWS] (PackedOffsets::input_x3).
+    const bl_u64 lo_offset =
+        (bl_u64)((in_width + BILSTM_K_PAD - 1) / BILSTM_K_PAD * BILSTM_K_PAD) * BILSTM_GATE_ROWS;
     // Every row of x starts 16-byte aligned: copy whole chunks (each wholly inside or outside
     // the row, since in_width is a multiple of 4).
     const bool x_chunks = in_width % BL_X3_VEC == 0 && ((bl_u64)x) % 16 == 0;
@@ -139,13 +169,13 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 
     // Starts the copy of the K tile at k0 into `stage` and commits it as one group.
     auto issue = [&](bl_u32 k0, int stage) {
-        const bl_u32 a_base = shared_base + (bl_u32)(stage * BL_X3_STAGE_FLOATS * 4);
-        const bl_u32 b_base = a_base + BL_X3_A_FLOATS * 4;
+        const bl_u32 a_base = shared_base + (bl_u32)(stage * T::STAGE_FLOATS * 4);
+        const bl_u32 b_base = a_base + T::A_FLOATS * 4;
 #pragma unroll
-        for (int i = 0; i < BL_X3_A_CHUNKS; ++i) {
+        for (int i = 0; i < T::A_CHUNKS; ++i) {
             const int e = tid + i * BILSTM_BLOCK_THREADS;
-            const int r = e / BL_X3_A_ROW_CHUNKS;
-            const int c = e % BL_X3_A_ROW_CHUNKS;
+            const int r = e / T::A_ROW_CHUNKS;
+            const int c = e % T::A_ROW_CHUNKS;
             const bl_u64 row = m0 + r;
             const bl_u32 k = k0 + c * BL_X3_VEC;
             const bl_u32 dst = a_base + (bl_u32)((r * BL_X3_LDA + c * BL_X3_VEC) * 4);
@@ -161,23 +191,25 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             }
         }
 #pragma unroll
-        for (int i = 0; i < BL_X3_B_CHUNKS; ++i) {
+        for (int i = 0; i < T::B_CHUNKS; ++i) {
             const int e = tid + i * BILSTM_BLOCK_THREADS;
-            const int kr = e / BL_X3_B_ROW_CHUNKS;
-            const int c = e % BL_X3_B_ROW_CHUNKS;
+            const int kr = e / T::B_ROW_CHUNKS;
+            const int c = e % T::B_ROW_CHUNKS;
             const bl_u32 k = k0 + kr;
             const bool live = k < in_width;
             const float* src = live ? w + (bl_u64)k * BILSTM_GATE_ROWS + n0 + c * BL_X3_VEC : w;
-            bl_cp_async_16(b_base + (bl_u32)((kr * BL_X3_LDB + c * BL_X3_VEC) * 4), src, live ? 16u : 0u);
+            const bl_u32 dst = b_base + (bl_u32)((kr * LDB + c * BL_X3_VEC) * 4);
+            bl_cp_async_16(dst, src, live ? 16u : 0u);
+            bl_cp_async_16(dst + T::B_FLOATS * 4, live ? src + lo_offset : w, live ? 16u : 0u);
         }
         bl_cp_async_commit();
     };
 
-    float acc[BL_X3_MT][BL_X3_NT][4];
+    float acc[T::MT][T::NT][4];
 #pragma unroll
-    for (int mi = 0; mi < BL_X3_MT; ++mi) {
+    for (int mi = 0; mi < T::MT; ++mi) {
 #pragma unroll
-        for (int ni = 0; ni < BL_X3_NT; ++ni) {
+        for (int ni = 0; ni < T::NT; ++ni) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 acc[mi][ni][q] = 0.0f;
@@ -198,14 +230,17 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
         }
         __syncthreads();
 
-        const float* a_s = bl_x3_shared + stage * BL_X3_STAGE_FLOATS + warp_m * BL_X3_WS * BL_X3_LDA;
-        const float* b_s = bl_x3_shared + stage * BL_X3_STAGE_FLOATS + BL_X3_A_FLOATS + warp_n * BL_X3_WS;
-#pragma unroll
+        const float* a_s = bl_x3_shared + stage * T::STAGE_FLOATS + warp_m * T::MT * BL_X3_MMA_M * BL_X3_LDA;
+        const float* b_s = bl_x3_shared + stage * T::STAGE_FLOATS + T::A_FLOATS + warp_n * T::NT * BL_X3_MMA_N;
+        // One k-step at a time (not unrolled: overlapping two k-steps' fragments costs more
+        // registers than the small tile's two blocks per SM allow).
+#pragma unroll 1
         for (int kk = 0; kk < BL_X3_KT; kk += BL_X3_MMA_K) {
-            bl_u32 a_hi[BL_X3_MT][4];
-            bl_u32 a_lo[BL_X3_MT][4];
+            bl_u32 a_hi[T::MT][4];
+            bl_u32 a_lo[T::MT][4];
+            bl_u32 a_fin[T::MT][4];
 #pragma unroll
-            for (int mi = 0; mi < BL_X3_MT; ++mi) {
+            for (int mi = 0; mi < T::MT; ++mi) {
                 const float* top = a_s + (mi * BL_X3_MMA_M + group) * BL_X3_LDA + kk + 2 * pair;
                 const float2 upper = *reinterpret_cast<const float2*>(top);
                 const float2 lower = *reinterpret_cast<const float2*>(top + 8 * BL_X3_LDA);
@@ -213,35 +248,38 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
                 bl_tf32_split(lower.x, a_hi[mi][1], a_lo[mi][1]);  // row group + 8, k-index pair
                 bl_tf32_split(upper.y, a_hi[mi][2], a_lo[mi][2]);  // row group,     k-index pair + 4
                 bl_tf32_split(lower.y, a_hi[mi][3], a_lo[mi][3]);  // row group + 8, k-index pair + 4
-            }
-            // One column fragment at a time (fewer live registers); per accumulator the three
-            // products keep the fixed order of the Numerics note, and the data dependence through
-            // acc keeps it whatever the compiler interleaves across tiles.
+                // An infinite x contributes through hi(x) * hi(W) alone: hi(x) * lo(W) with
+                // lo(W) of the other sign (or zero) would add the opposite infinity (or NaN).
 #pragma unroll
-            for (int ni = 0; ni < BL_X3_NT; ++ni) {
-                const float* col = b_s + (kk + 2 * pair) * BL_X3_LDB + ni * BL_X3_MMA_N + group;
+                for (int q = 0; q < 4; ++q) {
+                    a_fin[mi][q] = bl_tf32_finite_or_zero(a_hi[mi][q]);
+                }
+            }
+            // One column fragment at a time (fewer live registers). Each k-step's three
+            // products go into a fresh accumulator that starts at 0 (the order of the Numerics
+            // note, kept by the data dependence), which one FP32 add (round to nearest) then
+            // adds to the running sum: the tensor cores' accumulation does not round to
+            // nearest, and 32 k-steps of it into one running sum cost 8x FP32's error.
+#pragma unroll
+            for (int ni = 0; ni < T::NT; ++ni) {
+                // The weights arrive split (high parts, then remainders T::B_FLOATS further).
+                const float* col = b_s + (kk + 2 * pair) * LDB + ni * BL_X3_MMA_N + group;
                 bl_u32 b_hi[2];
                 bl_u32 b_lo[2];
-                bl_tf32_split(col[0], b_hi[0], b_lo[0]);          // column group, k-index pair
-                bl_tf32_split(col[BL_X3_LDB], b_hi[1], b_lo[1]);  // column group, k-index pair + 4
+                b_hi[0] = __float_as_uint(col[0]);                  // column group, k-index pair
+                b_hi[1] = __float_as_uint(col[LDB]);                // column group, k-index pair + 4
+                b_lo[0] = __float_as_uint(col[T::B_FLOATS]);
+                b_lo[1] = __float_as_uint(col[T::B_FLOATS + LDB]);
 #pragma unroll
-                for (int mi = 0; mi < BL_X3_MT; ++mi) {
-                    bl_mma_tf32(acc[mi][ni], a_lo[mi], b_hi);
-                }
-#pragma unroll
-                for (int mi = 0; mi < BL_X3_MT; ++mi) {
-                    // An infinite x contributes through hi(x) * hi(W) alone: hi(x) * lo(W) with
-                    // lo(W) of the other sign would add the opposite infinity (NaN).
-                    bl_u32 a_fin[4];
+                for (int mi = 0; mi < T::MT; ++mi) {
+                    float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    bl_mma_tf32(step, a_lo[mi], b_hi);
+                    bl_mma_tf32(step, a_fin[mi], b_lo);
+                    bl_mma_tf32(step, a_hi[mi], b_hi);
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
-                        a_fin[q] = bl_tf32_finite_or_zero(a_hi[mi][q]);
+                        acc[mi][ni][q] = __fadd_rn(acc[mi][ni][q], step[q]);
                     }
-                    bl_mma_tf32(acc[mi][ni], a_fin, b_lo);
-                }
-#pragma unroll
-                for (int mi = 0; mi < BL_X3_MT; ++mi) {
-                    bl_mma_tf32(acc[mi][ni], a_hi[mi], b_hi);
                 }
             }
         }
@@ -251,14 +289,14 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 
     // Accumulator q of tile (mi, ni): row group + 8 * (q / 2), column 2 * pair + q % 2.
 #pragma unroll
-    for (int mi = 0; mi < BL_X3_MT; ++mi) {
+    for (int mi = 0; mi < T::MT; ++mi) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const bl_u64 row = m0 + warp_m * BL_X3_WS + mi * BL_X3_MMA_M + group + 8 * half;
+            const bl_u64 row = m0 + warp_m * T::MT * BL_X3_MMA_M + mi * BL_X3_MMA_M + group + 8 * half;
             if (row < rows) {
-                float* o = out + row * BILSTM_GATE_ROWS + n0 + warp_n * BL_X3_WS + 2 * pair;
+                float* o = out + row * BILSTM_GATE_ROWS + n0 + warp_n * T::NT * BL_X3_MMA_N + 2 * pair;
 #pragma unroll
-                for (int ni = 0; ni < BL_X3_NT; ++ni) {
+                for (int ni = 0; ni < T::NT; ++ni) {
                     float2 v;
                     v.x = acc[mi][ni][2 * half];
                     v.y = acc[mi][ni][2 * half + 1];
@@ -267,9 +305,37 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             }
         }
     }
+}
+#endif  // __CUDA_ARCH__ >= 800
+
+using bl_x3_large = bl_x3_tile<BILSTM_PROJ_TF32X3_TILE_ROWS, BILSTM_PROJ_TF32X3_TILE_COLS,
+                               BILSTM_PROJ_TF32X3_WARP_ROWS, BILSTM_PROJ_TF32X3_WARP_COLS,
+                               BILSTM_PROJ_TF32X3_K_TILE, BILSTM_PROJ_TF32X3_ROW_FLOATS,
+                               BILSTM_PROJ_TF32X3_B_ROW_FLOATS, BILSTM_PROJ_TF32X3_SHARED_BYTES>;
+using bl_x3_small = bl_x3_tile<BILSTM_PROJ_TF32X3_SMALL_TILE_ROWS, BILSTM_PROJ_TF32X3_SMALL_TILE_COLS,
+                               BILSTM_PROJ_TF32X3_SMALL_WARP_ROWS, BILSTM_PROJ_TF32X3_SMALL_WARP_COLS,
+                               BILSTM_PROJ_TF32_K_TILE, BILSTM_PROJ_TF32_ROW_FLOATS,
+                               BILSTM_PROJ_TF32X3_SMALL_B_ROW_FLOATS, BILSTM_PROJ_TF32X3_SMALL_SHARED_BYTES>;
+
+extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
+    bilstm_projection_tf32x3(const bl_projection_params p) {
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) float bl_x3_shared[];
+    bl_projection_tf32x3<bl_x3_large>(p, bl_x3_shared);
 #else
     // No TF32 tensor cores before 8.0: the host refuses to launch this entry there (see the
     // launch contract); reaching this is a contract violation, so fail loudly.
+    (void)p;
+    asm volatile("trap;");
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
+    bilstm_projection_tf32x3_small(const bl_projection_params p) {
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) float bl_x3_shared[];
+    bl_projection_tf32x3<bl_x3_small>(p, bl_x3_shared);
+#else
     (void)p;
     asm volatile("trap;");
 #endif

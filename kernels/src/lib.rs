@@ -61,12 +61,15 @@ pub enum KernelId {
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
     /// `bilstm_projection_tf32x3` (`projection_tf32x3.cu`): FP32-accurate input projection on
-    /// TF32 tensor cores ("3xTF32"), 128x256 tiles (compute capability 8.0 or later).
+    /// TF32 tensor cores ("3xTF32"), 128x128 tiles (compute capability 8.0 or later).
     ProjectionTf32x3,
+    /// `bilstm_projection_tf32x3_small` (`projection_tf32x3.cu`): the 3xTF32 projection in
+    /// 64x128 tiles, bit for bit the 128x128 tile's results (compute capability 8.0 or later).
+    ProjectionTf32x3Small,
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 11] = [
+pub const ALL: [KernelId; 12] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -78,6 +81,7 @@ pub const ALL: [KernelId; 11] = [
     KernelId::RecurrenceCluster2W2,
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
+    KernelId::ProjectionTf32x3Small,
 ];
 
 /// A kernel: its entry point, its source file and how it is launched.
@@ -321,16 +325,17 @@ pub const PROJECTION_TF32: Kernel = Kernel {
 };
 
 /// `bilstm_projection_tf32x3`: `gates[d] = x . W_d` for both directions at FP32 accuracy on TF32
-/// tensor cores ("3xTF32"), `W_d` the packed K-major FP32 weights (`PackedOffsets::input_kmajor`,
-/// as for the FP32 tiles). Not cooperative; grid `(ceil(rows / 128), 512 / 256, 2)`, 256 threads,
-/// `PROJ_TF32X3_SHARED_BYTES` (57,856) dynamic shared bytes, which the host must allow first with
+/// tensor cores ("3xTF32"), `W_d` the packed K-major weights split into TF32 high parts and
+/// remainders (`PackedOffsets::input_x3`). Not cooperative; grid `(ceil(rows / 128), 512 / 128, 2)`, 256 threads,
+/// `PROJ_TF32X3_SHARED_BYTES` (108,544) dynamic shared bytes, which the host must allow first with
 /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`; [`params::ProjectionParams`] (the FP32
 /// tiles' struct). Compute capability 8.0 or later: compiled for an older architecture the entry
-/// is a trap and must not be launched. Each operand is split in the kernel into a TF32 part and a
-/// TF32 remainder (`bilstm_core::layout::split_tf32`); per 8 values of k, in ascending k, the
+/// is a trap and must not be launched. x is split in the kernel into a TF32 part and a TF32
+/// remainder as `bilstm_core::layout::split_tf32` split the weights; per 8 values of k, in ascending k, the
 /// products lo(x)hi(W), hi(x)lo(W), hi(x)hi(W) are added in that fixed order to an FP32
-/// accumulator: every row runs the same instructions, so a window's bits do not depend on the
-/// batch, and runs repeat bit for bit (not bitwise equal to the FP32 SIMT tiles).
+/// step accumulator that starts at 0, which one round-to-nearest FP32 add then adds to the sum:
+/// every row runs the same instructions, so a window's bits do not depend on the batch, and runs
+/// repeat bit for bit (not bitwise equal to the FP32 SIMT tiles).
 pub const PROJECTION_TF32X3: Kernel = Kernel {
     id: KernelId::ProjectionTf32x3,
     entry: "bilstm_projection_tf32x3",
@@ -339,6 +344,20 @@ pub const PROJECTION_TF32X3: Kernel = Kernel {
     launch: LaunchKind::Plain,
     block_threads: geometry::BLOCK_THREADS as u32,
     dynamic_shared_bytes: geometry::PROJ_TF32X3_SHARED_BYTES as u32,
+};
+
+/// `bilstm_projection_tf32x3_small`: [`PROJECTION_TF32X3`] in 64x128 output tiles (same source,
+/// same parameters, same bits; two blocks per SM). Not cooperative; grid
+/// `(ceil(rows / 64), 512 / 128, 2)`, 256 threads, `PROJ_TF32X3_SMALL_SHARED_BYTES` (46,080)
+/// dynamic shared bytes; compute capability 8.0 or later.
+pub const PROJECTION_TF32X3_SMALL: Kernel = Kernel {
+    id: KernelId::ProjectionTf32x3Small,
+    entry: "bilstm_projection_tf32x3_small",
+    source_name: "projection_tf32x3.cu",
+    source: PROJECTION_TF32X3_SOURCE,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: geometry::PROJ_TF32X3_SMALL_SHARED_BYTES as u32,
 };
 
 impl KernelId {
@@ -356,6 +375,7 @@ impl KernelId {
             KernelId::RecurrenceCluster2W2 => &RECURRENCE_CLUSTER2W2,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
+            KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
         }
     }
 
@@ -373,6 +393,7 @@ impl KernelId {
             KernelId::RecurrenceCluster2W2 => "recurrence_cluster2w2",
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
+            KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",
         }
     }
 }

@@ -18,7 +18,7 @@ pub(crate) const fn fp32_tile(tile: ProjectionTile) -> Option<(usize, &'static s
     match tile {
         ProjectionTile::Small64 => Some((PROJ_SMALL_TILE, "bilstm_projection_small")),
         ProjectionTile::Large128 => Some((PROJ_LARGE_TILE, "bilstm_projection_large")),
-        ProjectionTile::Tf32 | ProjectionTile::Tf32x3 => None,
+        ProjectionTile::Tf32 | ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small => None,
     }
 }
 
@@ -50,11 +50,14 @@ pub(crate) struct IoAlignment {
     pub stride_floats: usize,
     /// Byte alignment of the output.
     pub out_bytes: u64,
+    /// Weight tensors of `padded_in(in_width) * 512` floats each direction holds back to back
+    /// (2 for the 3xTF32 tile's high parts and remainders, else 1).
+    pub weight_parts: usize,
 }
 
 /// Checks what every projection kernel reads and writes: positive rows and input width that
 /// fit u32; x holds `rows * in_width` floats (4-byte aligned); each direction's weights
-/// `padded_in(in_width) * 512` floats; the output `direction_stride + rows * 512` floats with
+/// `weight_parts * padded_in(in_width) * 512` floats; the output `direction_stride + rows * 512` floats with
 /// `direction_stride >= rows * 512`; and the kernel's own alignments. Returns `(rows,
 /// in_width)` as u32.
 ///
@@ -80,7 +83,7 @@ pub(crate) fn check_io(
     let weights_len = product(
         kernel,
         "weight values",
-        &[padded_in(args.in_width), GATE_ROWS],
+        &[align.weight_parts, padded_in(args.in_width), GATE_ROWS],
     )?;
     for w in &args.weights {
         require(kernel, "weight values", weights_len, w.len)?;
@@ -135,6 +138,7 @@ pub(crate) fn check(
         weights_bytes: 4,
         stride_floats: 4,
         out_bytes: 16,
+        weight_parts: 1,
     };
     let (rows, in_width) = check_io(kernel, args, align)?;
     let row_tiles = args.rows.div_ceil(edge);

@@ -57,6 +57,7 @@ pub(crate) fn check(
         weights_bytes: 16,
         stride_floats: 2,
         out_bytes: 8,
+        weight_parts: 1,
     };
     let (rows_u32, in_width_u32) = check_io(kernel, args, align)?;
     let rows = args.rows;

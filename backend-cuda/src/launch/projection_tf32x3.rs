@@ -1,16 +1,20 @@
-//! Launch of `bilstm_projection_tf32x3` (kernels/cuda/projection_tf32x3.cu): the input
-//! projection of both directions of one layer at FP32 accuracy on TF32 tensor cores ("3xTF32").
+//! Launch of `bilstm_projection_tf32x3` and `bilstm_projection_tf32x3_small`
+//! (kernels/cuda/projection_tf32x3.cu): the input projection of both directions of one layer at
+//! FP32 accuracy on TF32 tensor cores ("3xTF32"), in 128x128 or 64x128 tiles.
 //!
-//! The arguments are the FP32 SIMT projection's [`ProjectionArgs`] unchanged (the packed K-major
-//! FP32 weights, `PackedOffsets::input_kmajor`): the kernel splits both operands itself. [`check`]
+//! The arguments are the FP32 SIMT projection's [`ProjectionArgs`], the weights being the split
+//! ones (`PackedOffsets::input_x3`: high parts then remainders, twice the K-major FP32 size). [`check`]
 //! turns them into the kernel's parameters and launch configuration, refusing anything the launch
-//! contract forbids; it needs no GPU, so its refusals are unit-tested here. The kernel's 57,856
-//! bytes of dynamic shared memory exceed the 48 KiB a function may use by default: `Kernels::load`
-//! raises the function's limit (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, from
+//! contract forbids; it needs no GPU, so its refusals are unit-tested here. `Kernels::load` sets
+//! each function's dynamic shared limit (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, from
 //! `device::launch_shape`) once.
 
-use bilstm_core::geometry::{GATE_ROWS, PROJ_TF32_TILE_COLS, PROJ_TF32_TILE_ROWS};
-use bilstm_core::plan::TENSOR_CORE_MIN_COMPUTE_CAPABILITY;
+use bilstm_core::geometry::{
+    GATE_ROWS, PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS,
+    PROJ_TF32X3_TILE_ROWS,
+};
+use bilstm_core::plan::{ProjectionTile, TENSOR_CORE_MIN_COMPUTE_CAPABILITY};
+use bilstm_kernels::Kernel;
 use bilstm_kernels::params::ProjectionParams;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
@@ -18,21 +22,39 @@ use super::projection::{IoAlignment, ProjectionArgs, check_io};
 use super::{KernelArg, LaunchMode, launch_kernel, require};
 use crate::error::CudaError;
 
-/// The kernel's entry point.
-pub(crate) const KERNEL: &str = "bilstm_projection_tf32x3";
+/// The kernel of a 3xTF32 tile and its output tile (rows, columns); `None` for other tiles.
+pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel, usize, usize)> {
+    match tile {
+        ProjectionTile::Tf32x3 => Some((
+            &bilstm_kernels::PROJECTION_TF32X3,
+            PROJ_TF32X3_TILE_ROWS,
+            PROJ_TF32X3_TILE_COLS,
+        )),
+        ProjectionTile::Tf32x3Small => Some((
+            &bilstm_kernels::PROJECTION_TF32X3_SMALL,
+            PROJ_TF32X3_SMALL_TILE_ROWS,
+            PROJ_TF32X3_SMALL_TILE_COLS,
+        )),
+        _ => None,
+    }
+}
 
-/// Checks `args` against the launch contract on a device of `compute_capability` and returns
-/// the kernel's parameters and launch configuration.
+/// Checks `args` against the launch contract of `tile`'s entry on a device of
+/// `compute_capability` and returns the kernel's parameters and launch configuration.
 ///
 /// # Errors
 /// [`CudaError::Unsupported`] below compute capability 8.0; [`CudaError::Contract`] when a
 /// buffer is shorter than the kernel touches or misaligned, a size is zero or overflows, or the
-/// grid is too large.
+/// grid is too large; [`CudaError::Internal`] for a tile that is not a 3xTF32 one.
 pub(crate) fn check(
     compute_capability: (u32, u32),
+    tile: ProjectionTile,
     args: &ProjectionArgs,
 ) -> Result<(KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
-    let kernel = KERNEL;
+    let (handle, tile_rows, tile_cols) = tile_kernel(tile).ok_or_else(|| CudaError::Internal {
+        what: format!("{tile} is not a 3xTF32 projection tile"),
+    })?;
+    let kernel = handle.entry;
     if compute_capability < TENSOR_CORE_MIN_COMPUTE_CAPABILITY {
         return Err(CudaError::Unsupported {
             what: "the 3xTF32 projection tile",
@@ -48,9 +70,10 @@ pub(crate) fn check(
         weights_bytes: 16,
         stride_floats: 2,
         out_bytes: 8,
+        weight_parts: 2,
     };
     let (rows, in_width) = check_io(kernel, args, align)?;
-    let row_tiles = args.rows.div_ceil(PROJ_TF32_TILE_ROWS);
+    let row_tiles = args.rows.div_ceil(tile_rows);
     require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
     let params = KernelArg(ProjectionParams {
         x: args.x.addr,
@@ -61,21 +84,19 @@ pub(crate) fn check(
         in_width,
     });
     let cfg = LaunchConfig {
-        grid_dim: (
-            row_tiles as u32,
-            (GATE_ROWS / PROJ_TF32_TILE_COLS) as u32,
-            2,
-        ),
-        block_dim: (bilstm_kernels::PROJECTION_TF32X3.block_threads, 1, 1),
-        shared_mem_bytes: bilstm_kernels::PROJECTION_TF32X3.dynamic_shared_bytes,
+        grid_dim: (row_tiles as u32, (GATE_ROWS / tile_cols) as u32, 2),
+        block_dim: (handle.block_threads, 1, 1),
+        shared_mem_bytes: handle.dynamic_shared_bytes,
     };
     Ok((params, cfg))
 }
 
-/// Launches the 3xTF32 projection of both directions of one layer on `stream`.
+/// Launches the 3xTF32 projection of both directions of one layer on `stream` in `tile`'s
+/// tiles.
 ///
-/// `func` must be `bilstm_projection_tf32x3`, loaded for this device with its dynamic shared
-/// limit raised to `PROJ_TF32X3_SHARED_BYTES` (as `Kernels::load` does); `compute_capability`
+/// `func` must be `tile`'s entry (`bilstm_projection_tf32x3` or
+/// `bilstm_projection_tf32x3_small`), loaded for this device with its dynamic shared limit
+/// raised to the kernel's dynamic shared bytes (as `Kernels::load` does); `compute_capability`
 /// is the device's.
 ///
 /// # Errors
@@ -84,23 +105,32 @@ pub(crate) fn launch(
     func: &CudaFunction,
     stream: &CudaStream,
     compute_capability: (u32, u32),
+    tile: ProjectionTile,
     args: &ProjectionArgs,
 ) -> Result<(), CudaError> {
-    let (params, cfg) = check(compute_capability, args)?;
-    // SAFETY: `func` is bilstm_projection_tf32x3 from projection_tf32x3.cu (the backend loads it
-    // by that name; its only parameter is bl_projection_params, mirrored by
+    let (params, cfg) = check(compute_capability, tile, args)?;
+    let kernel = cfg_entry(tile);
+    // SAFETY: `func` is `tile`'s entry from projection_tf32x3.cu (the backend loads it by that
+    // name, `KernelId::kernel().entry`; both entries' only parameter is bl_projection_params,
+    // mirrored by
     // `KernelArg<ProjectionParams>`, 48 bytes asserted on both sides). `check` established the
     // launch contract: compute capability >= 8.0 (so the entry is the real kernel, not the
     // trap); x holds rows * in_width floats and is 4-byte aligned; each direction's K-major
     // weights hold padded_in * 512 floats from a 16-byte aligned base (only rows k < in_width
     // are read); the output holds direction_stride + rows * 512 floats from an 8-byte aligned
     // base, direction_stride >= rows * 512 and even; rows and in_width are positive and fit
-    // u32; the grid is (ceil(rows / 128), 512 / 256, 2) with 256-thread blocks and exactly
-    // PROJ_TF32X3_SHARED_BYTES of dynamic shared memory (which Kernels::load allowed the
-    // function; were it not, the driver refuses the launch, it does not run it). The output
-    // (the backend's projection buffer) is distinct from the input and the weights, and stream
-    // order finishes the previous readers of the output before this kernel runs.
-    unsafe { launch_kernel(func, stream, KERNEL, &params, cfg, LaunchMode::Ordinary) }
+    // u32; the grid is (ceil(rows / tile rows), 512 / tile columns, 2) for the entry's own
+    // tile, with 256-thread blocks and exactly the entry's dynamic shared bytes (which
+    // Kernels::load allowed the function; were it not, the driver refuses the launch, it does
+    // not run it). The output (the backend's projection buffer) is distinct from the input and
+    // the weights, and stream order finishes the previous readers of the output before this
+    // kernel runs.
+    unsafe { launch_kernel(func, stream, kernel, &params, cfg, LaunchMode::Ordinary) }
+}
+
+/// The entry name of a 3xTF32 tile (for errors); `check` has refused any other tile.
+fn cfg_entry(tile: ProjectionTile) -> &'static str {
+    tile_kernel(tile).map_or("bilstm_projection_tf32x3", |(k, _, _)| k.entry)
 }
 
 #[cfg(test)]
@@ -110,7 +140,7 @@ mod tests {
     use bilstm_core::layout::padded_in;
 
     fn args(rows: usize, in_width: usize) -> ProjectionArgs {
-        let weights = padded_in(in_width) * GATE_ROWS;
+        let weights = 2 * padded_in(in_width) * GATE_ROWS;
         ProjectionArgs {
             x: Span {
                 addr: 1 << 20,
@@ -138,8 +168,8 @@ mod tests {
 
     #[test]
     fn a_valid_launch_gets_the_contract_grid() {
-        let (p, cfg) = check((9, 0), &args(589, 60)).unwrap();
-        assert_eq!(cfg.grid_dim, (5, 2, 2));
+        let (p, cfg) = check((9, 0), ProjectionTile::Tf32x3, &args(589, 60)).unwrap();
+        assert_eq!(cfg.grid_dim, (5, 4, 2));
         assert_eq!(cfg.block_dim, (256, 1, 1));
         assert_eq!(
             cfg.shared_mem_bytes as usize,
@@ -148,9 +178,9 @@ mod tests {
         assert_eq!((p.0.rows, p.0.in_width), (589, 60));
         assert_eq!(p.0.out_direction_stride, 589 * 512);
         assert_eq!(p.0.weights, [1 << 30, (1 << 30) + 4096 * 1024]);
-        let (_, cfg) = check((8, 0), &args(128 * 3 + 1, 256)).unwrap();
+        let (_, cfg) = check((8, 0), ProjectionTile::Tf32x3, &args(128 * 3 + 1, 256)).unwrap();
         assert_eq!(cfg.grid_dim.0, 4);
-        assert!(check((8, 6), &args(3, 61)).is_ok());
+        assert!(check((8, 6), ProjectionTile::Tf32x3, &args(3, 61)).is_ok());
         assert_eq!(
             crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32x3),
             (cfg.block_dim.0, cfg.shared_mem_bytes)
@@ -158,17 +188,43 @@ mod tests {
     }
 
     #[test]
+    fn the_small_tile_gets_its_own_grid_and_other_tiles_are_refused() {
+        let (p, cfg) = check((9, 0), ProjectionTile::Tf32x3Small, &args(589, 60)).unwrap();
+        assert_eq!(cfg.grid_dim, (10, 4, 2));
+        assert_eq!(cfg.block_dim, (256, 1, 1));
+        assert_eq!(
+            (cfg.block_dim.0, cfg.shared_mem_bytes),
+            crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32x3Small)
+        );
+        assert_eq!(cfg.shared_mem_bytes, 46_080);
+        assert_eq!((p.0.rows, p.0.in_width), (589, 60));
+        let (_, cfg) = check((9, 0), ProjectionTile::Tf32x3Small, &args(64 * 3 + 1, 256)).unwrap();
+        assert_eq!(cfg.grid_dim.0, 4);
+        for tile in [
+            ProjectionTile::Small64,
+            ProjectionTile::Large128,
+            ProjectionTile::Tf32,
+        ] {
+            assert!(matches!(
+                check((9, 0), tile, &args(589, 60)),
+                Err(CudaError::Internal { .. })
+            ));
+        }
+    }
+
+    #[test]
     fn older_devices_and_broken_contracts_are_refused() {
         for cc in [(7, 0), (7, 5)] {
             assert!(matches!(
-                check(cc, &args(589, 60)),
+                check(cc, ProjectionTile::Tf32x3Small, &args(589, 60)),
                 Err(CudaError::Unsupported { .. })
             ));
         }
-        let refused = |a: ProjectionArgs, what: &str| match check((9, 0), &a) {
-            Err(CudaError::Contract { what: w, .. }) => assert_eq!(w, what),
-            other => panic!("{what}: {other:?}"),
-        };
+        let refused =
+            |a: ProjectionArgs, what: &str| match check((9, 0), ProjectionTile::Tf32x3, &a) {
+                Err(CudaError::Contract { what: w, .. }) => assert_eq!(w, what),
+                other => panic!("{what}: {other:?}"),
+            };
         let mut a = args(10, 60);
         a.rows = 0;
         refused(a, "rows");

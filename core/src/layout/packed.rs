@@ -57,6 +57,32 @@ pub fn pack_input_kmajor_into(
     Ok(())
 }
 
+/// Packs input weights for the 3xTF32 projection into `out` (`2 * padded_in(in_width) * 4H`
+/// values): the K-major layout of [`pack_input_kmajor_into`] twice, first each weight's TF32
+/// high part, then its TF32 remainder ([`super::split_tf32`]), so the kernel loads both parts
+/// instead of splitting the weights on every use. Padding rows are zero in both halves.
+///
+/// # Errors
+/// As [`pack_input_kmajor_into`].
+pub fn pack_input_x3_into(
+    input: &[f32],
+    in_width: usize,
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    let half = out.len() / 2;
+    check_len("3xTF32 input weights", 2 * half, out.len())?;
+    let (hi, lo) = out.split_at_mut(half);
+    pack_input_kmajor_into(input, in_width, hidden, order, hi)?;
+    for (h, l) in hi.iter_mut().zip(lo.iter_mut()) {
+        let (high, rest) = super::split_tf32(*h);
+        *h = high;
+        *l = rest;
+    }
+    Ok(())
+}
+
 /// Packs input weights `[4H, width]` into gate-major `[4H, padded_in]`, each value rounded to
 /// TF32 ([`round_to_tf32`]), for the tensor-core projection.
 ///
@@ -181,6 +207,10 @@ pub struct PackedOffsets {
     pub input_kmajor: usize,
     /// Gate-major TF32-rounded input weights `[4H, padded_in]`.
     pub input_tf32: usize,
+    /// The K-major input weights split for the 3xTF32 projection: `[2, padded_in, 4H]`, the
+    /// TF32 high parts (`split_tf32(w).0`) then the TF32 remainders (`split_tf32(w).1`),
+    /// [`pack_input_x3_into`].
+    pub input_x3: usize,
     /// Recurrent weights, packed rows `[4H, H]`.
     pub recurrent: usize,
     /// Recurrent weights, K-major `[H, 4H]`.
@@ -228,6 +258,7 @@ impl StackPacking {
                 *o = PackedOffsets {
                     input_kmajor: take(checked_mul(padded, rows, "packed input")?)?,
                     input_tf32: take(checked_mul(padded, rows, "packed input")?)?,
+                    input_x3: take(checked_mul(2 * padded, rows, "packed input")?)?,
                     recurrent: take(rows * shape.hidden)?,
                     recurrent_kmajor: take(rows * shape.hidden)?,
                     bias: take(rows)?,
@@ -303,6 +334,13 @@ impl StackPacking {
                     h,
                     order,
                     &mut out[span(o.input_tf32, o.padded_width * rows)],
+                )?;
+                pack_input_x3_into(
+                    d.input,
+                    o.width,
+                    h,
+                    order,
+                    &mut out[span(o.input_x3, 2 * o.padded_width * rows)],
                 )?;
                 pack_recurrent_into(d.recurrent, h, order, &mut out[span(o.recurrent, rows * h)])?;
                 pack_recurrent_kmajor_into(
@@ -432,6 +470,43 @@ mod tests {
     }
 
     #[test]
+    fn x3_packing_is_the_split_of_the_kmajor_packing() {
+        let w: Vec<f32> = (0..512 * 60)
+            .map(|i| ((i as f32) * 0.618_034).sin() * 0.3)
+            .collect();
+        let mut kmajor = vec![0.0f32; 64 * 512];
+        pack_input_kmajor_into(&w, 60, 128, GateOrder::Torch, &mut kmajor).unwrap();
+        let mut x3 = vec![f32::NAN; 2 * 64 * 512];
+        pack_input_x3_into(&w, 60, 128, GateOrder::Torch, &mut x3).unwrap();
+        let (hi, lo) = x3.split_at(64 * 512);
+        let mut inexact = 0;
+        for ((&k, &h), &l) in kmajor.iter().zip(hi).zip(lo) {
+            let (want_h, want_l) = crate::layout::split_tf32(k);
+            assert_eq!(
+                (h.to_bits(), l.to_bits()),
+                (want_h.to_bits(), want_l.to_bits())
+            );
+            assert_eq!(h.to_bits() & 0x1fff, 0);
+            assert_eq!(l.to_bits() & 0x1fff, 0);
+            assert!(
+                (f64::from(h) + f64::from(l) - f64::from(k)).abs()
+                    <= f64::from(k.abs()) * 2f64.powi(-22)
+            );
+            inexact += usize::from(l != 0.0);
+        }
+        assert!(inexact > 20_000, "most weights need a remainder: {inexact}");
+        // Padding rows 60..64 are zero in both halves.
+        assert!(
+            hi[60 * 512..]
+                .iter()
+                .chain(&lo[60 * 512..])
+                .all(|&v| v.to_bits() == 0)
+        );
+        let mut odd = vec![0.0f32; 2 * 64 * 512 + 1];
+        assert!(pack_input_x3_into(&w, 60, 128, GateOrder::Torch, &mut odd).is_err());
+    }
+
+    #[test]
     fn stack_packing_is_aligned_disjoint_and_matches_per_tensor_packing() {
         let shape = StackShape::pyannote();
         let p = StackPacking::new(&shape).unwrap();
@@ -444,6 +519,7 @@ mod tests {
                 for (at, n) in [
                     (o.input_kmajor, w * 512),
                     (o.input_tf32, w * 512),
+                    (o.input_x3, 2 * w * 512),
                     (o.recurrent, 65536),
                     (o.recurrent_kmajor, 65536),
                     (o.bias, 512),

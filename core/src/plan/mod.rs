@@ -51,15 +51,17 @@ use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
     BLOCK_THREADS, CLUSTER_MAX_WINDOWS, CLUSTER_MULTI_WINDOW_SIZE, CLUSTER_SIZES, CLUSTER_THREADS,
     HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
-    PROJ_TF32X3_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
+    PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES, RESIDENT_SHARED_BYTES,
+    RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
 
 pub use projection::{
     LARGE_TILE_MIN_ROWS, ProjectionTile, SMALL_TILE_ARCHITECTURES,
-    TENSOR_CORE_MIN_COMPUTE_CAPABILITY, TF32_ARCHITECTURES, TF32X3_ARCHITECTURES, Tf32Refusal,
-    check_forced_projection, choose_projection_tile,
+    TENSOR_CORE_MIN_COMPUTE_CAPABILITY, TF32_ARCHITECTURES, TF32X3_ARCHITECTURES,
+    TF32X3_LARGE_MIN_ROWS, Tf32Refusal, check_forced_projection, choose_projection_tile,
+    tf32x3_tile_for_rows,
 };
 pub use reason::Reason;
 pub use recurrence::{
@@ -156,8 +158,10 @@ pub struct KernelResources {
     pub projection_large: KernelUsage,
     /// The TF32 128x256 projection.
     pub projection_tf32: KernelUsage,
-    /// The 3xTF32 (FP32-accurate) 128x256 projection.
+    /// The 3xTF32 (FP32-accurate) 128x128 projection.
     pub projection_tf32x3: KernelUsage,
+    /// The 3xTF32 (FP32-accurate) 64x128 projection.
+    pub projection_tf32x3_small: KernelUsage,
     /// The cluster recurrence with 2-CTA clusters (one CTA's usage).
     pub cluster2: KernelUsage,
     /// The cluster recurrence with 4-CTA clusters (one CTA's usage).
@@ -223,8 +227,9 @@ impl KernelResources {
     ///   (64x64: 64 registers, 8 KiB; 128x128: 128 registers, 16 KiB; design estimates);
     /// - TF32 projection: 256 threads, 128 registers, [`PROJ_TF32_SHARED_BYTES`] dynamic
     ///   (design estimate);
-    /// - 3xTF32 projection: 256 threads, 232 registers, [`PROJ_TF32X3_SHARED_BYTES`] dynamic
-    ///   (ptxas 13.0 for the compiled kernel: 230 on sm_90, 255 on sm_80 and sm_86);
+    /// - 3xTF32 projection: 256 threads; the 128x128 tile 214 registers and
+    ///   [`PROJ_TF32X3_SHARED_BYTES`] dynamic, the 64x128 tile 120 registers and
+    ///   [`PROJ_TF32X3_SMALL_SHARED_BYTES`] (ptxas 13.0, sm_90: 214 / 120; sm_80: 204 / 119);
     /// - cluster recurrence: [`CLUSTER_THREADS`] threads per CTA, [`CLUSTER2_REGISTERS`] or
     ///   [`CLUSTER4_REGISTERS`] (measured), [`CLUSTER_STATIC_SHARED_BYTES`] static, no dynamic,
     ///   and no driver figure of the cluster capacity (`max_active_clusters` all
@@ -259,7 +264,8 @@ impl KernelResources {
             projection_small: usage(BLOCK_THREADS, 64, projection_static(PROJ_SMALL_TILE), 0),
             projection_large: usage(BLOCK_THREADS, 128, projection_static(PROJ_LARGE_TILE), 0),
             projection_tf32: usage(BLOCK_THREADS, 128, 0, PROJ_TF32_SHARED_BYTES),
-            projection_tf32x3: usage(BLOCK_THREADS, 232, 0, PROJ_TF32X3_SHARED_BYTES),
+            projection_tf32x3: usage(BLOCK_THREADS, 214, 0, PROJ_TF32X3_SHARED_BYTES),
+            projection_tf32x3_small: usage(BLOCK_THREADS, 120, 0, PROJ_TF32X3_SMALL_SHARED_BYTES),
             cluster2: usage(
                 CLUSTER_THREADS,
                 CLUSTER2_REGISTERS,
@@ -315,6 +321,7 @@ impl KernelResources {
             ProjectionTile::Large128 => &self.projection_large,
             ProjectionTile::Tf32 => &self.projection_tf32,
             ProjectionTile::Tf32x3 => &self.projection_tf32x3,
+            ProjectionTile::Tf32x3Small => &self.projection_tf32x3_small,
         }
     }
 }

@@ -45,13 +45,30 @@ pub const TF32_ARCHITECTURES: [(u32, u32); 5] = [(8, 0), (8, 6), (8, 7), (9, 0),
 /// so at every batch there, so a window's FP32 bits never depend on the batch it ran in (the
 /// 3xTF32 and SIMT tiles give different bits).
 ///
-/// Empty: measured on the H200 (2026-12-01, `bench/NOTES.md` "issue 10 bundle"), the fused
-/// 3xTF32 kernel misses FP32 mode's accuracy budget for the whole stack: relative L2 4.7e-6
-/// against the f64 reference at batch 9 (the SIMT tiles: 5.7e-7; budget 2e-6), so no device
-/// runs it unless forced. The tensor cores' FP32 accumulation of the three products is the
-/// suspect (DESIGN §7's 6.4e-7 came from three separate cuBLAS GEMMs). Re-run
-/// `gpu_tf32x3` and `bench --tiles small,3xtf32` before listing a device.
-pub const TF32X3_ARCHITECTURES: [(u32, u32); 0] = [];
+/// The H200 (9.0), measured 2026-12-01 (`bench/NOTES.md`, "3xTF32 with fresh step
+/// accumulators", calls 1-3): with each k-step's three products summed in a fresh tensor-core
+/// accumulator and added to the running sum by one FP32 add, the whole stack's relative L2
+/// error against f64 is 4.0e-7 (batch 1) to 4.2e-7 (batch 64), below the SIMT tiles' 5.5e-7
+/// and FP32 mode's 2e-6 budget (the first kernel, chaining all k-steps through the tensor
+/// cores' accumulation, measured 4.7e-6). Speed of the final kernels (call 3), ms per forward
+/// with the plan's recurrence, SIMT 64x64 / 3xTF32 128x128 / 3xTF32 64x128: batch 1 1.523 /
+/// 1.518 / 1.494, 8 1.762 / 1.689 / 1.678, 32 2.901 / 2.414 / 2.472, 64 5.229 / 4.247 / 4.357,
+/// 1024 82.15 / 66.12 / 68.30: a 3xTF32 tile is the faster at every batch. Other
+/// architectures are not measured here (8.x has the same instructions; list one after running
+/// `gpu_tf32x3` and `bench --tiles small,3xtf32,3xtf32s` there).
+pub const TF32X3_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
+
+/// On [`TF32X3_ARCHITECTURES`], the 3xTF32 projection runs in 128x128 tiles
+/// ([`ProjectionTile::Tf32x3`]) from this many GEMM rows (`batch * frames`) on, in 64x128
+/// tiles ([`ProjectionTile::Tf32x3Small`]) below. Both give identical bits, so this is a speed
+/// choice only.
+///
+/// Measured on the H200 (2026-12-01, each tile forced, plan's recurrence, ms per forward,
+/// 64x128 / 128x128, calls 2 and 3 of `bench/NOTES.md`): batch 1 (589 rows) 1.474 / 1.498 and
+/// 1.494 / 1.518, 8 (4,712) 1.662 / 1.676 and 1.678 / 1.689, 9 (5,301) 1.697 / 1.678 and 1.720
+/// / 1.689, 32 2.446 / 2.416 and 2.472 / 2.414, 1024 68.29 / 67.01 and 68.30 / 66.12. Batch 2
+/// (1,178 rows) is the exception below the threshold: 1.508 / 1.506 and 1.536 / 1.512.
+pub const TF32X3_LARGE_MIN_ROWS: usize = 5_000;
 
 /// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`,
 /// which both tensor-core tiles need.
@@ -67,18 +84,22 @@ pub enum ProjectionTile {
     /// TF32 tensor cores (`mma.sync m16n8k8`), 128x256 output tiles; [`MathMode::Tf32`] only.
     Tf32,
     /// FP32 accuracy on TF32 tensor cores ("3xTF32": each operand split into a TF32 part and a
-    /// TF32 remainder, three `mma.sync` products per k-step), 128x256 output tiles; either
+    /// TF32 remainder, three `mma.sync` products per k-step), 128x128 output tiles; either
     /// math mode, compute capability 8.0 or later. Bits differ from the SIMT tiles'.
     Tf32x3,
+    /// The 3xTF32 projection in 64x128 output tiles: the same bits as [`ProjectionTile::Tf32x3`],
+    /// more blocks for small row counts.
+    Tf32x3Small,
 }
 
 impl ProjectionTile {
     /// Every tile.
-    pub const ALL: [ProjectionTile; 4] = [
+    pub const ALL: [ProjectionTile; 5] = [
         ProjectionTile::Small64,
         ProjectionTile::Large128,
         ProjectionTile::Tf32,
         ProjectionTile::Tf32x3,
+        ProjectionTile::Tf32x3Small,
     ];
 
     /// Whether the tile rounds operands to TF32.
@@ -88,7 +109,15 @@ impl ProjectionTile {
 
     /// Whether the tile runs on tensor cores (compute capability 8.0 or later).
     pub const fn needs_tensor_cores(self) -> bool {
-        matches!(self, ProjectionTile::Tf32 | ProjectionTile::Tf32x3)
+        matches!(
+            self,
+            ProjectionTile::Tf32 | ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small
+        )
+    }
+
+    /// Whether the tile is one of the two 3xTF32 tiles (identical bits).
+    pub const fn is_tf32x3(self) -> bool {
+        matches!(self, ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small)
     }
 }
 
@@ -98,7 +127,8 @@ impl fmt::Display for ProjectionTile {
             ProjectionTile::Small64 => "fp32 64x64",
             ProjectionTile::Large128 => "fp32 128x128",
             ProjectionTile::Tf32 => "tf32 128x256",
-            ProjectionTile::Tf32x3 => "3xtf32 128x256",
+            ProjectionTile::Tf32x3 => "3xtf32 128x128",
+            ProjectionTile::Tf32x3Small => "3xtf32 64x128",
         })
     }
 }
@@ -146,6 +176,15 @@ pub fn tf32_allowed(compute_capability: (u32, u32)) -> Result<(), Tf32Refusal> {
 /// Whether `compute_capability` is one of [`TF32X3_ARCHITECTURES`].
 pub fn tf32x3_listed(compute_capability: (u32, u32)) -> bool {
     TF32X3_ARCHITECTURES.contains(&compute_capability)
+}
+
+/// The 3xTF32 tile for `rows` rows ([`TF32X3_LARGE_MIN_ROWS`]).
+pub const fn tf32x3_tile_for_rows(rows: usize) -> ProjectionTile {
+    if rows >= TF32X3_LARGE_MIN_ROWS {
+        ProjectionTile::Tf32x3
+    } else {
+        ProjectionTile::Tf32x3Small
+    }
 }
 
 /// The FP32 tile the row count asks for ([`LARGE_TILE_MIN_ROWS`]), on an architecture without
@@ -221,12 +260,17 @@ pub fn choose_projection_tile(
             },
         ),
         // FP32 mode, or TF32 mode where the TF32 tile is refused: the FP32 projection.
-        (_, _) if tf32x3_listed(facts.compute_capability) => (
-            ProjectionTile::Tf32x3,
-            Reason::Tf32x3Listed {
-                compute_capability: facts.compute_capability,
-            },
-        ),
+        (_, _) if tf32x3_listed(facts.compute_capability) => {
+            let tile = tf32x3_tile_for_rows(rows);
+            (
+                tile,
+                Reason::Tf32x3Listed {
+                    tile,
+                    rows,
+                    compute_capability: facts.compute_capability,
+                },
+            )
+        }
         (MathMode::Tf32, Err(why)) => (
             by_rows,
             Reason::Tf32Refused {
@@ -249,7 +293,12 @@ pub fn choose_projection_tile(
     }
     // Fall back to smaller FP32 tiles, largest first.
     let fallbacks: &[ProjectionTile] = match preferred {
-        ProjectionTile::Tf32 | ProjectionTile::Tf32x3 => {
+        ProjectionTile::Tf32x3 => &[
+            ProjectionTile::Tf32x3Small,
+            ProjectionTile::Large128,
+            ProjectionTile::Small64,
+        ],
+        ProjectionTile::Tf32 | ProjectionTile::Tf32x3Small => {
             &[ProjectionTile::Large128, ProjectionTile::Small64]
         }
         ProjectionTile::Large128 => &[ProjectionTile::Small64],
@@ -351,21 +400,43 @@ mod tests {
     }
 
     #[test]
-    fn no_device_runs_3xtf32_unless_forced() {
-        // TF32X3_ARCHITECTURES is empty (the H200 measurement: 4.7e-6 for the stack, over
-        // FP32's 2e-6): Hopper keeps its measured 64x64 SIMT tile in FP32 mode, TF32 in TF32 mode.
+    fn hopper_runs_3xtf32_in_fp32_mode_in_tiles_by_rows() {
+        // TF32X3_ARCHITECTURES = [9.0] (the H200 measurement: 4.2e-7 for the stack, faster than
+        // the SIMT tiles at every batch): FP32 mode runs a 3xTF32 tile at every row count, the
+        // 64x128 one below TF32X3_LARGE_MIN_ROWS; TF32 mode keeps the TF32 tile.
         let nominal = KernelResources::nominal();
         for name in ["h200", "h100"] {
             let f = facts(name);
-            for rows in [0, 589, 2048, 589 * 1024] {
+            for (rows, tile) in [
+                (0, ProjectionTile::Tf32x3Small),
+                (589, ProjectionTile::Tf32x3Small),
+                (8 * 589, ProjectionTile::Tf32x3Small),
+                (TF32X3_LARGE_MIN_ROWS - 1, ProjectionTile::Tf32x3Small),
+                (TF32X3_LARGE_MIN_ROWS, ProjectionTile::Tf32x3),
+                (9 * 589, ProjectionTile::Tf32x3),
+                (589 * 1024, ProjectionTile::Tf32x3),
+            ] {
                 let d = choose_projection_tile(&f, &nominal, rows, MathMode::Fp32).unwrap();
-                assert_eq!(d.choice, ProjectionTile::Small64, "{name} {rows}");
+                assert_eq!(d.choice, tile, "{name} {rows}");
+                assert_eq!(
+                    d.reason,
+                    Reason::Tf32x3Listed {
+                        tile,
+                        rows,
+                        compute_capability: (9, 0)
+                    }
+                );
                 let d = choose_projection_tile(&f, &nominal, rows, MathMode::Tf32).unwrap();
                 assert_eq!(d.choice, ProjectionTile::Tf32, "{name} {rows}");
             }
         }
         for e in crate::device::table::all() {
-            assert!(!tf32x3_listed(e.facts.compute_capability), "{}", e.name);
+            assert_eq!(
+                tf32x3_listed(e.facts.compute_capability),
+                e.facts.compute_capability == (9, 0),
+                "{}",
+                e.name
+            );
         }
         // Forced, it runs from 8.0 in either mode.
         let h200 = facts("h200");
@@ -426,6 +497,30 @@ mod tests {
                 ..
             }
         ));
+        // FP32 mode on 9.0 prefers the 3xTF32 tiles; where they do not fit, the SIMT ones.
+        assert_eq!(
+            choose_projection_tile(&h200, &nominal, 8192, MathMode::Fp32)
+                .unwrap()
+                .choice,
+            ProjectionTile::Tf32x3
+        );
+        nominal.projection_tf32x3.threads = 2048;
+        assert_eq!(
+            choose_projection_tile(&h200, &nominal, 8192, MathMode::Fp32)
+                .unwrap()
+                .choice,
+            ProjectionTile::Tf32x3Small
+        );
+        nominal.projection_tf32x3_small.threads = 2048;
+        let d = choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32).unwrap();
+        assert_eq!(d.choice, ProjectionTile::Large128);
+        assert!(matches!(
+            d.reason,
+            Reason::ProjectionFallback {
+                preferred: ProjectionTile::Tf32x3Small,
+                ..
+            }
+        ));
         nominal.projection_large.threads = 2048;
         assert_eq!(
             choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32)
@@ -461,14 +556,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.reason, Reason::ForcedProjection(ProjectionTile::Tf32));
-        // 3xTF32 is FP32-accurate: allowed in both modes from 8.0, refused before.
+        // 3xTF32 is FP32-accurate: allowed in both modes from 8.0, refused before; the 128x128
+        // tile's 106 KiB of shared memory do not fit 8.9's 99 KiB opt-in, the 64x128 tile's do.
         for math in [MathMode::Fp32, MathMode::Tf32] {
-            for name in ["h200", "a100", "rtx4060ti"] {
-                let d =
-                    check_forced_projection(&facts(name), &nominal, ProjectionTile::Tf32x3, math)
-                        .unwrap();
-                assert_eq!(d.reason, Reason::ForcedProjection(ProjectionTile::Tf32x3));
+            for (name, tile) in [
+                ("h200", ProjectionTile::Tf32x3),
+                ("a100", ProjectionTile::Tf32x3),
+                ("h200", ProjectionTile::Tf32x3Small),
+                ("rtx4060ti", ProjectionTile::Tf32x3Small),
+            ] {
+                let d = check_forced_projection(&facts(name), &nominal, tile, math).unwrap();
+                assert_eq!(d.reason, Reason::ForcedProjection(tile));
             }
+            assert!(matches!(
+                check_forced_projection(
+                    &facts("rtx4060ti"),
+                    &nominal,
+                    ProjectionTile::Tf32x3,
+                    math
+                ),
+                Err(CoreError::ForcedChoice {
+                    what: "projection tile",
+                    ..
+                })
+            ));
             assert!(matches!(
                 check_forced_projection(&facts("t4"), &nominal, ProjectionTile::Tf32x3, math),
                 Err(CoreError::ForcedChoice {

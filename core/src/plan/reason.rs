@@ -157,9 +157,14 @@ pub enum Reason {
         /// The device's compute capability.
         compute_capability: (u32, u32),
     },
-    /// The 3xTF32 tile (FP32 accuracy on TF32 tensor cores) at every row count, on one of
-    /// `TF32X3_ARCHITECTURES`.
+    /// A 3xTF32 tile (FP32 accuracy on TF32 tensor cores) at every row count, on one of
+    /// `TF32X3_ARCHITECTURES`: 128x128 from `TF32X3_LARGE_MIN_ROWS` rows, 64x128 below (the
+    /// same bits).
     Tf32x3Listed {
+        /// The 3xTF32 tile chosen for the row count.
+        tile: ProjectionTile,
+        /// Rows of the projection GEMM: `batch * frames`.
+        rows: usize,
         /// The device's compute capability.
         compute_capability: (u32, u32),
     },
@@ -405,13 +410,16 @@ impl fmt::Display for Reason {
                 ProjectionTile::Small64
             ),
             Reason::Tf32x3Listed {
+                tile,
+                rows,
                 compute_capability: (major, minor),
             } => write!(
                 f,
-                "{}: FP32-accurate tensor-core products (error within the FP32 budget) at every batch \
-                 on {major}.{minor}, one of TF32X3_ARCHITECTURES (faster than the SIMT tiles there: \
-                 pending the H200 measurement)",
-                ProjectionTile::Tf32x3
+                "{tile}: FP32-accurate tensor-core products (error within the FP32 budget) at every \
+                 batch on {major}.{minor}, one of TF32X3_ARCHITECTURES; {rows} rows: {} tiles \
+                 from {} rows (identical bits)",
+                ProjectionTile::Tf32x3,
+                super::projection::TF32X3_LARGE_MIN_ROWS
             ),
             Reason::Tf32Allowed {
                 compute_capability: (major, minor),
@@ -653,9 +661,11 @@ mod tests {
             ),
             (
                 Reason::Tf32x3Listed {
+                    tile: ProjectionTile::Tf32x3Small,
+                    rows: 589,
                     compute_capability: (9, 0),
                 },
-                "3xtf32 128x256: FP32-accurate",
+                "3xtf32 64x128: FP32-accurate",
             ),
             (
                 Reason::Tf32Refused {

@@ -176,7 +176,12 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
         (MathMode::Tf32, true) => assert_eq!(tile, ProjectionTile::Tf32, "{ctx}"),
         _ if projection::TF32X3_ARCHITECTURES.contains(&facts.compute_capability) => {
             if plan.projection.reason != Reason::ForcedProjection(tile) {
-                assert_eq!(tile, ProjectionTile::Tf32x3, "{ctx}");
+                let want = if rows >= projection::TF32X3_LARGE_MIN_ROWS {
+                    ProjectionTile::Tf32x3
+                } else {
+                    ProjectionTile::Tf32x3Small
+                };
+                assert_eq!(tile, want, "{ctx}");
             }
         }
         _ => {
@@ -265,8 +270,8 @@ fn h200_at_batch_32_explains_itself() {
     );
     assert_eq!(p.resident_grid_blocks(), None);
     assert_eq!(p.co_resident_blocks, 132);
-    // The measured 9.0 rule: the 64x64 SIMT tile at every batch (3xTF32 only when forced).
-    assert_eq!(p.projection.choice, ProjectionTile::Small64);
+    // The measured 9.0 rule: a 3xTF32 tile at every batch, 128x128 from 5,000 rows.
+    assert_eq!(p.projection.choice, ProjectionTile::Tf32x3);
     let lines: Vec<_> = p.explain().iter().map(ToString::to_string).collect();
     assert!(
         lines[0].starts_with(
@@ -290,7 +295,10 @@ fn h200_at_batch_32_explains_itself() {
         "streams: concurrent: one cluster grid of 128 CTAs holds both directions"
     );
     assert!(
-        lines[3].starts_with("projection: fp32 64x64: 18848 rows; on 9.0 the 64x64 tile"),
+        lines[3].starts_with(
+            "projection: 3xtf32 128x128: FP32-accurate tensor-core products (error within the \
+             FP32 budget) at every batch on 9.0, one of TF32X3_ARCHITECTURES; 18848 rows"
+        ),
         "{}",
         lines[3]
     );
