@@ -11,7 +11,8 @@
 #      kernels included), accuracy against the f64 reference (each prints its relative L2),
 #      final states; on a host without AVX-512F the avx512 tests print "skipped: no avx512f";
 #      then the unit binary's ignored phase_timings (batch 1, one thread: projection, recurrent
-#      product and gate math per direction and layer, for each ISA);
+#      product and gate math per direction and layer, for each ISA, and on the 512-bit kernels
+#      for each BILSTM_CPU_TILES variant of bilstm-cpu's Tiles::SWEEP);
 #   3. ONNX Runtime 1.32 (a trimmed copy of the cp312 manylinux wheel's package, unpacked into
 #      a temporary folder and put on sys.path) against `bin/bilstm bench --backend cpu` on the
 #      prebuilt model bundle/cpu/ort-lstm4.onnx: batch 1 on 2 and on 1 thread, batch 32 on 2
@@ -22,6 +23,22 @@
 # Everything goes to stdout and, when OUT is set, to $OUT/cpu-run.log (plus $OUT/cpu-vs-ort.md,
 # the table). Options (environment): CPU_RUN_ROUNDS (default 5), CPU_RUN_ITERS (batch-1 timed
 # passes, default 10), CPU_RUN_ITERS32 (batch-32 timed passes, default 3), CPU_RUN_SKIP_TESTS=1.
+#
+# The tile sweep (CPU_RUN_SWEEP=1; off by default): step 3 then times the variants of the
+# 512-bit kernels' register tiles (BILSTM_CPU_TILES, see bilstm-cpu's `Tiles`) instead of the
+# instruction sets: for each variant, `bin/bilstm bench --backend cpu --json` at batch 1 on 2
+# and 1 threads and batch 32 on 2 threads, variants alternating per case for
+# CPU_RUN_SWEEP_ROUNDS (default 3) rounds of CPU_RUN_SWEEP_ITERS / CPU_RUN_SWEEP_ITERS32 timed
+# passes (default 20 / 3), ORT once per case; a median table per variant
+# ($OUT/cpu-tiles-sweep.md). CPU_RUN_SWEEP_TILES overrides the variant list (comma-separated,
+# the tokens of one variant joined by '+'; the first is the reference). Step 2's phase_timings
+# also prints a line per variant. The whole run with CPU_RUN_SKIP_TESTS=1 takes about 2
+# minutes on the AVX-512 host:
+#
+#   CPU_RUN_SWEEP=1 CPU_RUN_SKIP_TESTS=1 bash bundle/cpu-run.sh
+#
+# On a host without AVX-512F the variants do not apply: the sweep says so and times the default
+# only.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
@@ -90,6 +107,19 @@ with tarfile.open(sys.argv[1]) as t:
     except TypeError:
         t.extractall(sys.argv[2])
 PY
+if [ "${CPU_RUN_SWEEP:-0}" = 1 ]; then
+    echo "(CPU_RUN_SWEEP=1: the tile sweep instead of the per-ISA comparison)"
+    tiles="${CPU_RUN_SWEEP_TILES:-default,p6x32,p12x32,r6x64,r12x32,s128,q128,q256,malloc,p6x32+r6x64+s128+malloc}"
+    table=()
+    [ -n "${OUT:-}" ] && table=(--out "$OUT/cpu-tiles-sweep.md")
+    python3 cpu/cpu-vs-ort.py --bilstm ./bin/bilstm --model cpu/ort-lstm4.onnx \
+        --ort-path "$tmp/ort" --sweep-tiles "$tiles" --rounds "${CPU_RUN_SWEEP_ROUNDS:-3}" \
+        --iters "${CPU_RUN_SWEEP_ITERS:-20}" --iters32 "${CPU_RUN_SWEEP_ITERS32:-3}" \
+        "${table[@]}" || status=1
+    echo
+    echo "cpu-run.sh: done in $((SECONDS - start)) s, status $status"
+    exit $status
+fi
 isas=""
 seen=""
 for isa in avx2 avx512vl avx512; do

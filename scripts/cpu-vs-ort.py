@@ -11,6 +11,13 @@ median and the ratios the targets of issue 15 are stated in: batch 1 time ratio 
 (targets <= 0.7 on 2 threads, <= 0.9 on 1) and batch 32 throughput ratio bilstm/ORT
 (target >= 1.25, 2 threads), headed by the CPU model and its SIMD flags.
 
+With --sweep-tiles LIST (scripts/cpu-run.sh's CPU_RUN_SWEEP=1) it times the variants of the
+512-bit kernels' register tiles (BILSTM_CPU_TILES, comma-separated LIST, each variant one
+`+`-joined set of tokens) instead of instruction sets: --rounds rounds, each running every case
+for every variant (the order rotated per round), ORT once per case for reference, then a table
+of the medians (and min..max over rounds) per variant and case against ORT and the first
+variant. A host without the 512-bit kernels gets a note and only the first variant.
+
 Without onnx on the machine: build the model elsewhere with --save-model FILE (needs onnx,
 writes the graph and exits), then pass --model FILE; --ort-path DIR puts DIR first on
 sys.path (an unpacked onnxruntime package), so nothing needs installing.
@@ -82,12 +89,16 @@ def build_model():
     return model.SerializeToString(), lstm_nodes
 
 
-def time_bilstm(binary, batch, threads, iters, warmup, isa):
+def time_bilstm(binary, batch, threads, iters, warmup, isa, tiles=None, frames=None):
     env = dict(os.environ, BILSTM_CPU_THREADS=str(threads))
     if isa:
         env["BILSTM_CPU_ISA"] = isa
+    if tiles:
+        env["BILSTM_CPU_TILES"] = tiles.replace("+", ",")
     cmd = [binary, "bench", "--backend", "cpu", "--json", "--batches", str(batch),
            "--iters", str(iters), "--warmup", str(warmup)]
+    if frames:
+        cmd += ["--frames", str(frames)]
     r = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     line = json.loads(r.stdout.strip().splitlines()[-1])
     return line["ms"], line["kernel"]
@@ -118,6 +129,77 @@ def simd_flags():
     return "unknown flags"
 
 
+def sweep_tiles(args, variants, sess, inputs, lstm_nodes, ort_version):
+    """Times each BILSTM_CPU_TILES variant (see the module docs); returns the table lines."""
+    # Which variants this host runs: the label names the tiles only on the 512-bit kernels.
+    labels = {}
+    for v in variants:
+        _, labels[v] = time_bilstm(args.bilstm, 1, 1, 1, 0, "", tiles=v, frames=8)
+    want = {v: "tiles " + v.replace("+", ",") for v in variants}
+    if "tiles " not in labels[variants[0]]:
+        print(f"NOTE: no 512-bit kernels on this host (bilstm runs: {labels[variants[0]]}); the "
+              f"tile variants do not apply here, so only '{variants[0]}' is timed (the sweep "
+              f"is meant for the AVX-512 host)", flush=True)
+        variants = variants[:1]
+    else:
+        def tokens(x):
+            return set(x.replace("+", ",").split(","))
+
+        bad = [v for v in variants
+               if tokens(labels[v].rsplit("tiles ", 1)[-1]) != tokens(v)]
+        for v in bad:
+            print(f"NOTE: BILSTM_CPU_TILES={v.replace('+', ',')} gives '{labels[v]}' (expected "
+                  f"'{want[v]}'): skipped", flush=True)
+        variants = [v for v in variants if v not in bad]
+    head = (f"# tile sweep, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+            f"{cpu_model()}, {os.cpu_count()} logical CPUs ({simd_flags()}); onnxruntime "
+            f"{ort_version} ({lstm_nodes}, {FRAMES} frames), ORT once per case; {args.rounds} "
+            f"rounds, variants alternating per case (order rotated per round); "
+            f"{args.iters} passes at batch 1, {args.iters32} at batch 32, {args.warmup} warm-up")
+    print(head, flush=True)
+    ort_ms = {}
+    for case in CASES:
+        batch, threads, _, _ = case
+        iters = args.iters if batch == 1 else args.iters32
+        if sess is None:
+            ort_ms[case] = float("nan")
+            continue
+        ort_ms[case] = time_ort(sess[threads], inputs[batch], iters, args.warmup)
+        print(f"ORT batch {batch:>2}, {threads} thread(s): {ort_ms[case]:8.2f} ms", flush=True)
+    ms = {(c, v): [] for c in CASES for v in variants}
+    for rnd in range(args.rounds):
+        order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+        for case in CASES:
+            batch, threads, _, _ = case
+            iters = args.iters if batch == 1 else args.iters32
+            line = f"round {rnd + 1}: batch {batch:>2}, {threads} thread(s):"
+            for v in order:
+                t, _ = time_bilstm(args.bilstm, batch, threads, iters, args.warmup, "", tiles=v)
+                ms[(case, v)].append(t)
+                line += f" {v} {t:.2f}"
+            print(line, flush=True)
+    lines = [head, "",
+             "| variant (BILSTM_CPU_TILES) | case | ms (median) | min..max | vs first variant "
+             "| bilstm/ORT time | bilstm/ORT windows/s | target | met |",
+             "|---|---|---:|---|---:|---:|---:|---|---|"]
+    for case in CASES:
+        batch, threads, kind, goal = case
+        o = ort_ms[case]
+        base = statistics.median(ms[(case, variants[0])])
+        for v in variants:
+            xs = ms[(case, v)]
+            b = statistics.median(xs)
+            met = b / o <= goal if kind == "time" else o / b >= goal
+            met = "n/a" if o != o else ("yes" if met else "NO")
+            target = f"time <= {goal}x" if kind == "time" else f"windows/s >= {goal}x"
+            lines.append(
+                f"| {v.replace('+', ',')} | batch {batch}, {threads} thread"
+                f"{'s' if threads > 1 else ''} | {b:.2f} | {min(xs):.2f}..{max(xs):.2f} "
+                f"| {b / base:.3f} | {b / o:.3f} | {o / b:.2f} | {target} "
+                f"| {met} |")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bilstm", help="path of the release bilstm binary (required to time)")
@@ -129,6 +211,10 @@ def main():
                    help="comma-separated BILSTM_CPU_ISA values to time bilstm with, each against "
                         "the same ORT figures (e.g. avx2,avx512vl,avx512); default: the "
                         "detected set")
+    p.add_argument("--sweep-tiles", default="",
+                   help="comma-separated BILSTM_CPU_TILES variants to time against each other "
+                        "instead of --isa (tokens of one variant joined by '+', e.g. "
+                        "default,p12x32,q256p+r8x32); the first is the reference")
     p.add_argument("--model", help="a prebuilt model (from --save-model): no onnx needed")
     p.add_argument("--save-model", metavar="FILE",
                    help="write the benchmark's ONNX model to FILE and exit (needs onnx)")
@@ -147,7 +233,15 @@ def main():
         p.error("--bilstm is required (except with --save-model)")
     if args.ort_path:
         sys.path.insert(0, os.path.abspath(args.ort_path))
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        if not args.sweep_tiles:
+            raise
+        # The sweep compares bilstm's variants; ORT is only a reference.
+        print(f"NOTE: onnxruntime does not load here ({e}); the sweep runs without ORT "
+              f"figures", flush=True)
+        ort = None
 
     if args.model:
         with open(args.model, "rb") as f:
@@ -158,10 +252,21 @@ def main():
         model_bytes, lstm_nodes = build_model()
         lstm_nodes = f"{lstm_nodes} LSTM nodes"
     isas = [i.strip() for i in args.isa.split(",") if i.strip()] or [""]
-    sess = sessions(model_bytes)
+    sess = sessions(model_bytes) if ort else None
     rng = np.random.default_rng(2)
     inputs = {b: rng.standard_normal((b, FRAMES, FEATURES)).astype(np.float32)
               for b in sorted({b for b, _, _, _ in CASES})}
+
+    if args.sweep_tiles:
+        variants = [v.strip() for v in args.sweep_tiles.split(",") if v.strip()]
+        lines = sweep_tiles(args, variants, sess, inputs, lstm_nodes,
+                            ort.__version__ if ort else "not loaded")
+        print()
+        print("\n".join(lines[2:]))
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+        return
 
     head = (f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu_model()}, "
             f"{os.cpu_count()} logical CPUs ({simd_flags()}); onnxruntime {ort.__version__} "

@@ -13,7 +13,7 @@ use bilstm_core::layout::{
 use bilstm_core::{Backend, BackendConfig, CoreError, Direction, StackShape, StackWeights};
 
 use crate::error::CpuError;
-use crate::simd::{self, Isa, kernels};
+use crate::simd::{self, Isa, Tiles, kernels};
 
 /// The environment variable [`CpuBackend::new`] reads the thread count from (`1` or `2`).
 pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
@@ -24,6 +24,14 @@ pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
 /// instruction set gives the same bits, so this only changes speed (and lets one host time
 /// each path).
 pub const ISA_ENV: &str = "BILSTM_CPU_ISA";
+
+/// The environment variable [`CpuBackend::new`] reads the 512-bit register tiles from, a
+/// tuning aid: comma-separated tokens such as `p12x32` or `q256p`, or `default` ([`Tiles`]
+/// lists them; [`Tiles::parse`]); other values are ignored. Unset, the tiles are
+/// [`Tiles::default`], the measured best. Only the 512-bit AVX-512F kernels have variants
+/// (other instruction sets ignore it), and every variant gives the same bits, so this only
+/// changes speed (and lets one host time each variant: `scripts/cpu-run.sh`'s sweep).
+pub const TILES_ENV: &str = "BILSTM_CPU_TILES";
 
 /// The environment variables [`CpuBackend::new`] reads whose value it ignores because it is
 /// not one it understands, each as one sentence naming the variable, the value and what is
@@ -45,6 +53,12 @@ pub fn ignored_env() -> Vec<String> {
         ISA_ENV,
         "portable, avx2, avx512vl or avx512",
         env_value(ISA_ENV, Isa::detect_at_most).is_some(),
+    );
+    check(
+        TILES_ENV,
+        "default or comma-separated tile tokens (one per choice: p6x32|p12x32|p6x64, \
+         r6x64|r8x32|r12x32, s128|q128|q256|q256p, malloc|a64)",
+        env_value(TILES_ENV, Tiles::parse).is_some(),
     );
     out
 }
@@ -86,6 +100,7 @@ pub const MAX_THREADS: usize = 2;
 pub struct CpuBackend {
     threads: usize,
     isa: Isa,
+    tiles: Tiles,
     prepared: Option<Prepared>,
 }
 
@@ -93,10 +108,14 @@ pub struct CpuBackend {
 /// layouts ([`crate::simd::kernels`]).
 #[derive(Debug)]
 struct PackedDirection {
-    /// Input weights, `4H / 16` strips of `[width][16]`.
-    input_strips: Vec<f32>,
+    /// Input weights, `4H / 16` strips of `[width][16]` (from a 64-byte boundary with the
+    /// 512-bit kernels' `a64` tiles, as the two below).
+    input_strips: kernels::AlignedBuf,
     /// Recurrent weights, `4H / 16` strips of `[H][16]`.
-    recurrent_strips: Vec<f32>,
+    recurrent_strips: kernels::AlignedBuf,
+    /// The same in the sequential layout the 512-bit one-window tile reads
+    /// ([`kernels::pack_seq`]), only when the ISA and the tiles use it; else empty.
+    recurrent_seq: kernels::AlignedBuf,
     /// Combined bias `Wb + Rb`, `[4H]`, panel order.
     bias: Vec<f32>,
 }
@@ -104,8 +123,8 @@ struct PackedDirection {
 /// One direction's buffers, sized for `max_batch` windows.
 #[derive(Debug)]
 struct DirectionScratch {
-    /// Input projections `[max_batch * frames, 4H]`.
-    gates: Vec<f32>,
+    /// Input projections `[max_batch * frames, 4H]` (from a 64-byte boundary with `a64`).
+    gates: kernels::AlignedBuf,
     /// Running hidden state `[max_batch, H]`.
     h: Vec<f32>,
     /// Running cell state `[max_batch, H]`.
@@ -143,12 +162,14 @@ impl CpuBackend {
     /// when it holds a positive integer, else `available_parallelism()`, clamped to
     /// `1..=`[`MAX_THREADS`] (1 when the host cannot say). The kernels' instruction set is
     /// detected here, once ([`Isa::detect`]), capped by [`ISA_ENV`] (`BILSTM_CPU_ISA`) when it
-    /// names one.
+    /// names one. The 512-bit kernels' register tiles are [`Tiles::default`], or what
+    /// [`TILES_ENV`] (`BILSTM_CPU_TILES`, a tuning aid) names.
     pub fn new() -> Self {
         let threads = env_value(THREADS_ENV, parse_threads)
             .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
         let isa = env_value(ISA_ENV, Isa::detect_at_most).unwrap_or_else(Isa::detect);
-        Self::with_isa(threads, isa)
+        let tiles = env_value(TILES_ENV, Tiles::parse).unwrap_or_default();
+        Self::with_isa(threads, isa).with_tiles(tiles)
     }
 
     /// A backend using `threads` threads, clamped to `1..=`[`MAX_THREADS`]: 1 runs both
@@ -166,8 +187,24 @@ impl CpuBackend {
         CpuBackend {
             threads: threads.clamp(1, MAX_THREADS),
             isa,
+            tiles: Tiles::default(),
             prepared: None,
         }
+    }
+
+    /// The same backend with the 512-bit kernels' register tiles `tiles` (a tuning aid: the
+    /// default is the measured best; other instruction sets ignore it; every variant gives
+    /// the same bits). Takes effect at the next [`Backend::prepare`](bilstm_core::Backend::prepare).
+    #[must_use]
+    pub fn with_tiles(mut self, tiles: Tiles) -> Self {
+        self.tiles = tiles;
+        self
+    }
+
+    /// The 512-bit kernels' register tiles (used only when [`CpuBackend::isa`] is the 512-bit
+    /// set).
+    pub fn tiles(&self) -> Tiles {
+        self.tiles
     }
 
     /// The number of threads a forward uses (1 or 2).
@@ -181,6 +218,7 @@ impl CpuBackend {
     }
 
     fn pack_direction(
+        &self,
         shape: &StackShape,
         weights: &StackWeights<'_>,
         layer: usize,
@@ -222,19 +260,52 @@ impl CpuBackend {
         )?;
         let mut bias_p = zeroed(rows, "packed bias")?;
         pack_panel_bias_into(&bias, h, &mut bias_p)?;
+        // The sequential layout only where the 512-bit one-window tile chosen reads it.
+        let recurrent_seq = match self.tiles.single.seq_strips() {
+            Some(ns) if self.isa.is_512_bit() && h == kernels::H => {
+                let seq = kernels::pack_seq(&r_strips, ns);
+                debug_assert_eq!(seq.len(), r_strips.len());
+                seq
+            }
+            _ => Vec::new(),
+        };
+        // Where the 512-bit kernels' tiles ask for it, each from a 64-byte boundary.
+        let align64 = self.align64();
+        let buf = |v: &[f32], what: &'static str| {
+            kernels::AlignedBuf::copy_of(v, align64).ok_or(CpuError::Allocation {
+                what,
+                bytes: v.len().saturating_add(16).saturating_mul(size_of::<f32>()),
+            })
+        };
         Ok(PackedDirection {
-            input_strips: in_strips,
-            recurrent_strips: r_strips,
+            input_strips: buf(&in_strips, "input weight strips")?,
+            recurrent_strips: buf(&r_strips, "recurrent weight strips")?,
+            recurrent_seq: buf(&recurrent_seq, "recurrent weight blocks")?,
             bias: bias_p,
         })
     }
 
-    fn scratch(shape: &StackShape, max_batch: usize) -> Result<DirectionScratch, CpuError> {
+    /// Whether the buffers the kernels stream start on 64-byte boundaries: the 512-bit
+    /// kernels with the `a64` tiles.
+    fn align64(&self) -> bool {
+        self.isa.is_512_bit() && self.tiles.align64
+    }
+
+    fn scratch(&self, shape: &StackShape, max_batch: usize) -> Result<DirectionScratch, CpuError> {
         let max_rows = chunk_rows_max(max_batch, shape.frames)?;
+        let gates = zeroed(
+            checked_mul(max_rows, shape.gate_rows(), "projection gates")?,
+            "projection gates",
+        )?;
         Ok(DirectionScratch {
-            gates: zeroed(
-                checked_mul(max_rows, shape.gate_rows(), "projection gates")?,
-                "projection gates",
+            gates: kernels::AlignedBuf::copy_of(&gates, self.align64()).ok_or(
+                CpuError::Allocation {
+                    what: "projection gates",
+                    bytes: gates
+                        .len()
+                        .saturating_add(16)
+                        .saturating_mul(size_of::<f32>()),
+                },
             )?,
             h: zeroed(
                 checked_mul(max_batch, shape.hidden, "hidden state")?,
@@ -259,6 +330,7 @@ impl Default for CpuBackend {
 /// steps over them.
 struct DirectionJob<'a> {
     isa: Isa,
+    tiles: Tiles,
     direction: Direction,
     shape: &'a StackShape,
     batch: usize,
@@ -319,6 +391,7 @@ impl DirectionJob<'_> {
             let held = t1 - t0;
             simd::project(
                 self.isa,
+                self.tiles,
                 &kernels::Projection {
                     x: [
                         &self.input[0][t0 * widths[0]..rows * widths[0]],
@@ -329,23 +402,25 @@ impl DirectionJob<'_> {
                     groups: self.batch,
                     group_stride: frames,
                     out_stride: held,
-                    strips: &self.packed.input_strips,
+                    strips: self.packed.input_strips.as_slice(),
                 },
-                &mut scratch.gates[..self.batch * held * cols],
+                &mut scratch.gates.as_mut_slice()[..self.batch * held * cols],
             );
             simd::recurrence(
                 self.isa,
+                self.tiles,
                 &kernels::Recurrence {
                     forward,
                     frames,
                     batch: self.batch,
                     steps: s0..s1,
                     gates_frames: t0..t1,
-                    strips: &self.packed.recurrent_strips,
+                    strips: self.packed.recurrent_strips.as_slice(),
+                    seq_strips: self.packed.recurrent_seq.as_slice(),
                     bias: &self.packed.bias,
                 },
                 kernels::State {
-                    gates: &mut scratch.gates[..self.batch * held * cols],
+                    gates: &mut scratch.gates.as_mut_slice()[..self.batch * held * cols],
                     hseq: &mut hseq[..rows * self.shape.hidden],
                     h: &mut scratch.h,
                     c: &mut scratch.c,
@@ -472,13 +547,13 @@ impl Backend for CpuBackend {
         let mut layers = Vec::with_capacity(shape.layers);
         for layer in 0..shape.layers {
             layers.push([
-                Self::pack_direction(&shape, weights, layer, Direction::Forward)?,
-                Self::pack_direction(&shape, weights, layer, Direction::Reverse)?,
+                self.pack_direction(&shape, weights, layer, Direction::Forward)?,
+                self.pack_direction(&shape, weights, layer, Direction::Reverse)?,
             ]);
         }
         let scratch = [
-            Self::scratch(&shape, config.max_batch)?,
-            Self::scratch(&shape, config.max_batch)?,
+            self.scratch(&shape, config.max_batch)?,
+            self.scratch(&shape, config.max_batch)?,
         ];
         let hseq_len = checked_mul(
             checked_mul(config.max_batch, shape.frames, "projection rows")?,
@@ -545,7 +620,7 @@ impl CpuBackend {
         output: &mut [f32],
         mut state: Option<(&mut [f32], &mut [f32])>,
     ) -> Result<(), CpuError> {
-        let (threads, isa) = (self.threads, self.isa);
+        let (threads, isa, tiles) = (self.threads, self.isa, self.tiles);
         let prepared = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
         let shape = prepared.config.shape;
         shape.check_io(batch, input.len(), output.len())?;
@@ -602,6 +677,7 @@ impl CpuBackend {
             };
             let job = |direction: Direction| DirectionJob {
                 isa,
+                tiles,
                 direction,
                 shape: &shape,
                 batch,

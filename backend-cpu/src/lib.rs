@@ -69,6 +69,19 @@
 //! 256-bit kernels with AVX-512VL's 32 registers (the `avx512` of versions before the 512-bit
 //! kernels), `avx2` AVX2 + FMA, `portable` plain Rust ([`Isa`] has the table).
 //!
+//! ## Tuning: the 512-bit register tiles
+//! [`TILES_ENV`] (`BILSTM_CPU_TILES`), read once in [`CpuBackend::new`] like the two above, is
+//! a tuning aid: it picks among a few compiled variants of the 512-bit kernels' register tiles
+//! (projection `p6x64|p6x32|p12x32`, recurrent product for 6 or more windows
+//! `r8x32|r6x64|r12x32`, one window `q256p|s128|q128|q256`, buffers `a64|malloc`
+//! (64-byte-aligned weights and gates or the allocator's placement); comma-separated, one token
+//! per choice, or `default`; [`Tiles`] explains each). Unset, the tiles are
+//! [`Tiles::default`], the measured best on the AVX-512 host (`scripts/cpu-run.sh` with
+//! `CPU_RUN_SWEEP=1` times the variants; the defaults are the first tokens above). An
+//! unknown value is ignored with a note, as for the other two variables
+//! ([`ignored_env`]); other instruction sets than `avx512` ignore it; every variant gives the
+//! same bits (tested), so it changes only speed. [`CpuBackend::with_tiles`] sets it in code.
+//!
 //! ## Special values
 //! - **Weights** must be finite: NaN or infinite weights make `prepare` fail with
 //!   [`bilstm_core::CoreError::NonFiniteWeight`] naming the first one (layer, direction,
@@ -96,6 +109,6 @@ mod backend;
 mod error;
 mod simd;
 
-pub use backend::{CpuBackend, ISA_ENV, MAX_THREADS, THREADS_ENV, ignored_env};
+pub use backend::{CpuBackend, ISA_ENV, MAX_THREADS, THREADS_ENV, TILES_ENV, ignored_env};
 pub use error::CpuError;
-pub use simd::Isa;
+pub use simd::{Isa, Tiles};

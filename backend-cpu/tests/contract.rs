@@ -13,7 +13,7 @@ use bilstm_core::{
     Backend, BackendConfig, BackendError, CoreError, Direction, ErrorKind, GateOrder, MathMode,
     StackShape, StackWeights,
 };
-use bilstm_cpu::{CpuBackend, CpuError, Isa};
+use bilstm_cpu::{CpuBackend, CpuError, Isa, Tiles};
 
 fn config(shape: StackShape, max_batch: usize) -> BackendConfig {
     BackendConfig {
@@ -155,6 +155,74 @@ fn avx512_stacks_give_identical_bits() {
     assert_eq!(Isa::detect(), zmm);
     stacks_agree_across_isas_and_threads(&[1, 2, 3, 4, 5, 6, 7, 13, 32], &[1, 6, 9]);
     println!("avx512f stacks: bits identical to {:?}", Isa::available());
+}
+
+/// Every variant of the 512-bit kernels' register tiles (`BILSTM_CPU_TILES`: each token of
+/// the sweep alone, and every non-default choice at once) on whole stacks, 1 and 2 threads,
+/// gives the bits of the portable kernels, at batches that use every window tile of every
+/// variant (1 to 8, 12 to 15, 19, 32) and frame counts around the projection tiles (1, 3, 13,
+/// 25). On a host without AVX-512F the tiles are ignored: checked on the best set it has.
+#[test]
+fn every_tile_variant_gives_identical_stack_bits() {
+    let zmm = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit());
+    let isa = zmm.unwrap_or_else(Isa::detect);
+    let mut variants: Vec<Tiles> = Tiles::SWEEP
+        .iter()
+        .filter_map(|t| Tiles::parse(t))
+        .collect();
+    variants.extend(Tiles::parse("p12x32,r12x32,q256,malloc"));
+    variants.extend(Tiles::parse("p6x32,r6x64,q128"));
+    assert_eq!(variants.len(), Tiles::SWEEP.len() + 2);
+    if zmm.is_none() {
+        // The tiles change nothing here: two variants show they are ignored.
+        variants.drain(1..variants.len() - 1);
+    }
+    // (frames, batches): frame counts around the projection tiles with a few batches, and
+    // every window-tile shape on short windows (the portable reference is slow: software FMA).
+    let cases: [(usize, &[usize]); 4] = [
+        (25, &[1, 2, 7]),
+        (13, &[1, 3, 6, 13, 14, 19]),
+        (3, &[1, 2, 4, 5, 7, 8, 12, 14, 15, 19, 32]),
+        (1, &[1, 32]),
+    ];
+    let max = 32;
+    for (f, batches) in cases {
+        let shape = StackShape::pyannote().with_frames(f);
+        let model = OwnedStack::random(&shape, 70 + f as u64, 0.3);
+        let w = model.weights().unwrap();
+        let mut portable = CpuBackend::with_isa(1, Isa::portable());
+        portable.prepare(&w, &config(shape, max)).unwrap();
+        let mut fast: Vec<CpuBackend> = variants
+            .iter()
+            .flat_map(|&t| [1, 2].map(|n| CpuBackend::with_isa(n, isa).with_tiles(t)))
+            .collect();
+        for cpu in &mut fast {
+            cpu.prepare(&w, &config(shape, max)).unwrap();
+        }
+        for &batch in batches {
+            let input = random_input(&shape, batch, 90 + batch as u64);
+            let want = bits(&run(&mut portable, &input, batch));
+            for cpu in &mut fast {
+                let (tiles, threads) = (cpu.tiles(), cpu.threads());
+                assert_eq!(
+                    bits(&run(cpu, &input, batch)),
+                    want,
+                    "{isa} tiles {tiles}, {threads} thread(s), batch {batch}, {f} frames"
+                );
+            }
+        }
+    }
+    match zmm {
+        Some(_) => println!(
+            "avx512f tile variants: bits identical for {}",
+            variants
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ),
+        None => println!("skipped the 512-bit tile variants: no avx512f on this host ({isa})"),
+    }
 }
 
 /// `detect_at_most` caps the detected set and refuses unknown names.

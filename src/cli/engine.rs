@@ -81,7 +81,8 @@ impl Selected {
         "cpu".into()
     }
 
-    /// What runs, in a few words: `cpu x2 threads avx2+fma`, or the recurrence kernel, its
+    /// What runs, in a few words: `cpu x2 threads avx2+fma` (with ` tiles NAME` on the 512-bit
+    /// kernels: `BILSTM_CPU_TILES`), or the recurrence kernel, its
     /// schedule and the projection tile of the last CUDA pass (before any pass: the GPU's
     /// name).
     pub fn kernel_label(&self) -> String {
@@ -93,8 +94,14 @@ impl Selected {
         match self.auto.as_cpu() {
             Some(cpu) => {
                 let n = cpu.threads();
+                // The 512-bit kernels' register tiles (BILSTM_CPU_TILES), where they apply.
+                let tiles = if cpu.isa().is_512_bit() {
+                    format!(" tiles {}", cpu.tiles())
+                } else {
+                    String::new()
+                };
                 format!(
-                    "cpu x{n} thread{} {}",
+                    "cpu x{n} thread{} {}{tiles}",
                     if n == 1 { "" } else { "s" },
                     cpu.isa()
                 )

@@ -21,7 +21,7 @@
 //! them.
 
 use super::math::{sigmoid_n, tanh_n};
-use super::{Lanes, Wide};
+use super::{Lanes, ProjectTile, RecurrentTile, SingleTile, Tiles, Wide};
 
 /// Hidden units per direction (the only size core accepts).
 pub(crate) const H: usize = 128;
@@ -39,16 +39,25 @@ pub(crate) const STRIP_COLS: usize = 16;
 /// batch 1 unchanged once the AVX-512VL build had its registers (12.95 vs 13.0 ms of
 /// recurrence per forward, summed over threads).
 pub(crate) const R_STRIP_COLS: usize = 16;
-/// Strips per projection register tile in the 512-bit build (6 rows x 2 strips = 12 `zmm`
-/// accumulators). Here so the portable tests can run the same tiling.
+/// Strips per projection register tile in the 512-bit build's default tiles (6 rows x 2 strips
+/// = 12 `zmm` accumulators; [`ProjectTile`] has the variants).
 pub(crate) const ZMM_PROJECT_STRIPS: usize = 2;
-/// Strips per recurrent-product tile in the 512-bit build, for 6, 1, 2 and 3 to 5 windows
-/// ([`recurrence`]'s `S6, S1, S2, S3`). Here so the portable tests can run the same tiling.
+/// Strips per recurrent-product tile in the 512-bit build's default tiles, for 6, 1, 2 and 3
+/// to 5 windows ([`recurrence`]'s `SG, S1, S2, S3`; [`RecurrentTile`] and [`SingleTile`] have
+/// the variants).
 pub(crate) const ZMM_RECURRENT_STRIPS: [usize; 4] = [4, 8, 4, 4];
-/// Rows of one projection register tile.
+/// Rows of the default projection register tile (and of the tile that covers the remainder
+/// of a taller one).
 const TILE_ROWS: usize = 6;
-/// Rows of the projection's L2 block (the `x` rows one pass over all strips reuses).
-const BLOCK_ROWS: usize = 16 * TILE_ROWS;
+/// Rows of the projection's L2 block (the `x` rows one pass over all strips reuses) in
+/// register tiles.
+const BLOCK_TILES: usize = 16;
+/// How far ahead (in rows of `k`) the prefetching one-window tile ([`SingleTile::Seq256Prefetch`])
+/// asks for R: 2 rows of 1 KiB.
+const PREFETCH_ROWS: usize = 2;
+/// How many 64-byte lines of R the prefetching one-window tile asks for before a step's gate
+/// math, so the next step's product starts on lines already in L1 (4 KiB).
+const PREFETCH_HEAD: usize = 64;
 
 /// One projection: `out[row, col] = Σ_k x[row, k] · W[k, col]` for `rows` rows, where the
 /// input row is the concatenation of two parts (`x[0]` row then `x[1]` row: the previous
@@ -73,10 +82,14 @@ pub(crate) struct Projection<'a> {
 }
 
 /// Runs a [`Projection`]: row `r` of group `g` goes to row `g * out_stride + r` of `out`
-/// (`[_, COLS]`, panel order). The register tile is 6 rows x `NS` strips of `W`. Wrong lengths
-/// write nothing (the caller sizes everything; debug builds assert).
+/// (`[_, COLS]`, panel order). The register tile is `MR` rows x `NS` strips of `W` (`NS` divides
+/// the 32 strips; a remainder of 6 rows or more takes 6-row tiles first). Wrong lengths write
+/// nothing (the caller sizes everything; debug builds assert).
 #[inline(always)]
-pub(crate) fn project<V: Lanes, W: Wide, const NS: usize>(p: &Projection<'_>, out: &mut [f32]) {
+pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
+    p: &Projection<'_>,
+    out: &mut [f32],
+) {
     let (rows, groups, stride, out_stride) = (p.rows, p.groups, p.group_stride, p.out_stride);
     if groups == 0 || rows == 0 {
         return;
@@ -97,11 +110,12 @@ pub(crate) fn project<V: Lanes, W: Wide, const NS: usize>(p: &Projection<'_>, ou
     let (strip_rows, _) = p.strips[..COLS * width].as_chunks::<STRIP_COLS>();
     // L2 blocks of about BLOCK_ROWS rows: whole groups when groups are short, else slices
     // of one group.
-    let groups_per_block = (BLOCK_ROWS / rows.max(1)).clamp(1, groups);
+    let block_rows = BLOCK_TILES * MR;
+    let groups_per_block = (block_rows / rows.max(1)).clamp(1, groups);
     let rows_per_block = if groups_per_block > 1 {
         rows
     } else {
-        BLOCK_ROWS
+        block_rows
     };
     for g0 in (0..groups).step_by(groups_per_block) {
         let g_end = (g0 + groups_per_block).min(groups);
@@ -118,7 +132,12 @@ pub(crate) fn project<V: Lanes, W: Wide, const NS: usize>(p: &Projection<'_>, ou
                         prefetch_rows::<V>(p, next, r_end - r0);
                     }
                     let mut r = r0;
-                    while r + TILE_ROWS <= r_end {
+                    while r + MR <= r_end {
+                        let at = [base + r, out_base + r];
+                        tile::<W, MR, NS>(p, at, strip, out, col0);
+                        r += MR;
+                    }
+                    while MR > TILE_ROWS && r + TILE_ROWS <= r_end {
                         let at = [base + r, out_base + r];
                         tile::<W, TILE_ROWS, NS>(p, at, strip, out, col0);
                         r += TILE_ROWS;
@@ -135,6 +154,21 @@ pub(crate) fn project<V: Lanes, W: Wide, const NS: usize>(p: &Projection<'_>, ou
                 }
             }
         }
+    }
+}
+
+/// [`project`] with the 512-bit build's register tile `tile` (every variant is compiled in;
+/// the choice is one branch per call).
+#[inline(always)]
+pub(crate) fn project_tiled<V: Lanes, W: Wide>(
+    tile: ProjectTile,
+    p: &Projection<'_>,
+    out: &mut [f32],
+) {
+    match tile {
+        ProjectTile::R6x32 => project::<V, W, 6, ZMM_PROJECT_STRIPS>(p, out),
+        ProjectTile::R12x32 => project::<V, W, 12, 2>(p, out),
+        ProjectTile::R6x64 => project::<V, W, 6, 4>(p, out),
     }
 }
 
@@ -219,6 +253,10 @@ pub(crate) struct Recurrence<'a> {
     pub gates_frames: std::ops::Range<usize>,
     /// Recurrent weights, `COLS / R_STRIP_COLS` strips of `[H][R_STRIP_COLS]` (panel order).
     pub strips: &'a [f32],
+    /// The same weights in the sequential layout of a one-window tile that reads one
+    /// ([`SingleTile::seq_strips`], built by [`pack_seq`]), or empty (then that tile reads
+    /// [`Recurrence::strips`] as [`SingleTile::Strips128`] does).
+    pub seq_strips: &'a [f32],
     /// Combined bias `[COLS]`, panel order.
     pub bias: &'a [f32],
 }
@@ -241,9 +279,11 @@ pub(crate) struct State<'a> {
 /// builds assert).
 ///
 /// Each step is a small GEMM `gates[rows of t] += h · R` over register tiles of windows x
-/// 16-column strips of `W`: 6 windows x `S6` strips (256-bit: 1 strip = 12 accumulators, or 2
+/// 16-column strips of `W`: `WG` windows x `SG` strips (the default builds: 6 windows x `SG`
+/// strips (256-bit: 1 strip = 12 accumulators, or 2
 /// = 24 where there are 32 registers; 512-bit: 4 strips = 24) when the batch allows, so the
-/// FMA latency is hidden, then the remaining 1 window x `S1`, 2 x `S2` or 3 to 5 x `S3`
+/// FMA latency is hidden, then (for `WG` over 6) 6-window tiles of 4 strips, then the remaining
+/// 1 window x `S1` strips (or `single`'s sequential layout), 2 x `S2` or 3 to 5 x `S3`
 /// strips; group by group, each group
 /// streaming R from L2 (the strip-outer order, reusing each R strip from L1 across groups,
 /// measured slower); then the pointwise pass (bias, gates, cell) per window and panel. Doing
@@ -253,13 +293,15 @@ pub(crate) struct State<'a> {
 pub(crate) fn recurrence<
     V: Lanes,
     W: Wide,
-    const S6: usize,
+    const WG: usize,
+    const SG: usize,
     const S1: usize,
     const S2: usize,
     const S3: usize,
 >(
     a: &Recurrence<'_>,
     st: State<'_>,
+    single: SingleTile,
 ) {
     let (batch, frames) = (a.batch, a.frames);
     let rows = batch * frames;
@@ -290,6 +332,17 @@ pub(crate) fn recurrence<
     }
     let (strips, _) = strips.as_chunks::<{ H * R_STRIP_COLS }>();
     let (bias, _) = bias.as_chunks::<PANEL_COLS>();
+    // The one-window tile's layout: the sequential blocks when they were packed for it.
+    let seq = match (single.seq_strips(), a.seq_strips.len() == H * COLS) {
+        (Some(ns), true) => Some((ns, a.seq_strips.as_chunks::<R_STRIP_COLS>().0)),
+        _ => None,
+    };
+    // Whether the window tiles leave one window over (it takes the one-window tile).
+    let one_left = {
+        let left = batch % WG;
+        (if WG > 6 { left % 6 } else { left }) == 1
+    };
+    let prefetch_head = single == SingleTile::Seq256Prefetch && one_left;
     let c = &mut st.c[..batch * H];
     if a.steps.start == 0 {
         c.fill(0.0);
@@ -306,17 +359,35 @@ pub(crate) fn recurrence<
                 g_len,
                 gt,
             };
-            let w = batch / 6 * 6;
-            for w0 in (0..w).step_by(6) {
-                cx.all_strips::<W, 6, S6>(w0, st.gates);
+            let mut w = batch / WG * WG;
+            for w0 in (0..w).step_by(WG) {
+                cx.all_strips::<W, WG, SG>(w0, st.gates);
+            }
+            while WG > 6 && w + 6 <= batch {
+                cx.all_strips::<W, 6, { ZMM_RECURRENT_STRIPS[0] }>(w, st.gates);
+                w += 6;
             }
             match batch - w {
-                1 => cx.all_strips::<W, 1, S1>(w, st.gates),
+                1 => match seq {
+                    Some((8, r)) => cx.seq::<W, 8, false>(w, r, st.gates),
+                    Some((16, r)) if single == SingleTile::Seq256Prefetch => {
+                        cx.seq::<W, 16, true>(w, r, st.gates);
+                    }
+                    Some((16, r)) => cx.seq::<W, 16, false>(w, r, st.gates),
+                    _ => cx.all_strips::<W, 1, S1>(w, st.gates),
+                },
                 2 => cx.all_strips::<W, 2, S2>(w, st.gates),
                 3 => cx.all_strips::<W, 3, S3>(w, st.gates),
                 4 => cx.all_strips::<W, 4, S3>(w, st.gates),
                 5 => cx.all_strips::<W, 5, S3>(w, st.gates),
                 _ => {}
+            }
+        }
+        if let (Some((_, r)), true) = (seq, prefetch_head) {
+            // The next step's product starts at R's first lines: ask for them now, while the
+            // gate math runs.
+            for line in r.iter().take(PREFETCH_HEAD) {
+                W::prefetch_l1(line);
             }
         }
         for w in 0..batch {
@@ -333,6 +404,91 @@ pub(crate) fn recurrence<
             let row = wi * frames + t;
             h_w.copy_from_slice(&st.hseq[row * H..(row + 1) * H]);
         }
+    }
+}
+
+/// [`recurrence`] with the 512-bit build's tiles (every variant compiled in; the choice is one
+/// branch per call, the one-window layout one per step).
+#[inline(always)]
+pub(crate) fn recurrence_tiled<V: Lanes, W: Wide>(tiles: Tiles, a: &Recurrence<'_>, st: State<'_>) {
+    const S: [usize; 4] = ZMM_RECURRENT_STRIPS;
+    let single = tiles.single;
+    match tiles.recurrent {
+        RecurrentTile::W6x64 => {
+            recurrence::<V, W, 6, { S[0] }, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
+        }
+        RecurrentTile::W8x32 => {
+            recurrence::<V, W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single)
+        }
+        RecurrentTile::W12x32 => {
+            recurrence::<V, W, 12, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
+        }
+    }
+}
+
+/// The recurrent weights in strips (`[COLS / 16][H][16]`, [`Recurrence::strips`]) repacked
+/// into the sequential layout of blocks of `ns` strips, `[COLS / (16 ns)][H][16 ns]`: a
+/// one-window tile over `16 ns` columns then reads one contiguous run. Values are only moved.
+/// Empty when `ns` does not divide the strips or `strips` has the wrong length.
+pub(crate) fn pack_seq(strips: &[f32], ns: usize) -> Vec<f32> {
+    let n = COLS / R_STRIP_COLS;
+    if strips.len() != H * COLS || ns == 0 || !n.is_multiple_of(ns) {
+        return Vec::new();
+    }
+    let (rows, _) = strips.as_chunks::<R_STRIP_COLS>();
+    let mut out = Vec::with_capacity(H * COLS);
+    for block in 0..n / ns {
+        for k in 0..H {
+            for q in 0..ns {
+                out.extend_from_slice(&rows[(block * ns + q) * H + k]);
+            }
+        }
+    }
+    out
+}
+
+/// A buffer of `f32` whose values start on a 64-byte boundary when asked
+/// ([`Tiles`]' `a64`): a `Vec` 15 values longer, used from the first aligned value on. Safe
+/// code only (the `Vec` is never grown, so its storage never moves).
+#[derive(Debug, Default)]
+pub(crate) struct AlignedBuf {
+    data: Vec<f32>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// Padding values so that a 64-byte boundary falls among the first 16.
+    const PAD: usize = 64 / size_of::<f32>() - 1;
+
+    /// `src`'s values, from a 64-byte boundary when `align64`; `None` when the allocation
+    /// fails.
+    pub(crate) fn copy_of(src: &[f32], align64: bool) -> Option<Self> {
+        let pad = if align64 { Self::PAD } else { 0 };
+        let mut data = Vec::new();
+        data.try_reserve_exact(src.len().checked_add(pad)?).ok()?;
+        data.resize(src.len() + pad, 0.0);
+        let start = if align64 {
+            data.as_ptr().align_offset(64).min(pad)
+        } else {
+            0
+        };
+        data[start..start + src.len()].copy_from_slice(src);
+        Some(AlignedBuf {
+            data,
+            start,
+            len: src.len(),
+        })
+    }
+
+    /// The values.
+    pub(crate) fn as_slice(&self) -> &[f32] {
+        &self.data[self.start..self.start + self.len]
+    }
+
+    /// The values, writable.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data[self.start..self.start + self.len]
     }
 }
 
@@ -407,6 +563,61 @@ impl Gemm<'_> {
     }
 }
 
+impl Gemm<'_> {
+    /// Window `w` times every column from the sequential layout `seq` (blocks of `NS` strips,
+    /// `[H][NS][16]` each, built by [`pack_seq`]): one block of `16 NS` columns at a time,
+    /// one FMA chain per column in ascending `k` (lane `l` of strip `q` of block `b` is
+    /// column `16 (NS b + q) + l`, as in the strips). `PF`: prefetch into L1
+    /// [`PREFETCH_ROWS`] rows of `k` ahead.
+    #[inline(always)]
+    fn seq<W: Wide, const NS: usize, const PF: bool>(
+        &self,
+        w: usize,
+        seq: &[[f32; R_STRIP_COLS]],
+        gates: &mut [f32],
+    ) {
+        let Some(hw) = self.h.get(w) else {
+            return;
+        };
+        let row0 = (w * self.g_len + self.gt) * COLS;
+        for (b, block) in seq.chunks_exact(H * NS).enumerate() {
+            let o = row0 + b * NS * R_STRIP_COLS;
+            let Some(src) = gates.get(o..o + NS * R_STRIP_COLS) else {
+                return;
+            };
+            let (src, _) = src.as_chunks::<R_STRIP_COLS>();
+            let mut acc = [W::splat(0.0); NS];
+            for (a, s) in acc.iter_mut().zip(src) {
+                *a = W::load(s);
+            }
+            // The lines PREFETCH_ROWS rows of k ahead (into the next block near the end).
+            let (ahead, _) = seq
+                .get((b * H + PREFETCH_ROWS) * NS..)
+                .unwrap_or_default()
+                .as_chunks::<NS>();
+            let (rows, _) = block.as_chunks::<NS>();
+            for (k, (rk, &hk)) in rows.iter().zip(hw).enumerate() {
+                if let (true, Some(lines)) = (PF, ahead.get(k)) {
+                    for line in lines {
+                        W::prefetch_l1(line);
+                    }
+                }
+                let hb = W::splat(hk);
+                for (a, r) in acc.iter_mut().zip(rk) {
+                    *a = hb.mul_add(W::load(r), *a);
+                }
+            }
+            let Some(dst) = gates.get_mut(o..o + NS * R_STRIP_COLS) else {
+                return;
+            };
+            let (dst, _) = dst.as_chunks_mut::<R_STRIP_COLS>();
+            for (a, d) in acc.iter().zip(dst) {
+                a.store(d);
+            }
+        }
+    }
+}
+
 /// Panels the pointwise pass handles at once (their independent chains interleave).
 const POINTWISE_PANELS: usize = 4;
 
@@ -463,45 +674,120 @@ pub(crate) fn eval_math<V: Lanes>(x: &[f32; 8]) -> [[f32; 8]; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::{self, Isa};
+    use crate::simd::{self, Isa, Tiles};
     use bilstm_core::layout::PANEL_UNITS;
     use bilstm_core::rng::SplitMix64;
     use std::fmt;
 
-    /// A set of kernels to check: an instruction set the host has, or the portable kernels
-    /// with the 512-bit build's register tiles (the AVX-512F tiling, on any host).
+    /// A set of kernels to check: an instruction set the host has (default tiles), the 512-bit
+    /// kernels with other [`Tiles`], or the portable kernels with the 512-bit build's register
+    /// tiles (each variant's tiling, on any host).
     #[derive(Clone, Copy, Debug)]
     enum Path {
         Isa(Isa),
-        ZmmTiles,
+        Zmm(Isa, Tiles),
+        ZmmTiles(Tiles),
     }
 
     impl fmt::Display for Path {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             match self {
                 Path::Isa(isa) => write!(f, "{isa}"),
-                Path::ZmmTiles => f.write_str("portable with the zmm tiles"),
+                Path::Zmm(isa, tiles) => write!(f, "{isa} with tiles {tiles}"),
+                Path::ZmmTiles(tiles) => write!(f, "portable with the zmm tiles {tiles}"),
             }
         }
     }
 
-    fn paths() -> Vec<Path> {
+    /// Which kernel a path's tiles change.
+    #[derive(Clone, Copy)]
+    enum Kernel {
+        Projection,
+        Recurrence,
+    }
+
+    /// Every ISA the host has, then every variant of the 512-bit tiles that changes `kernel`
+    /// (emulated on any host, and on the 512-bit kernels when the host has them).
+    fn paths_for(kernel: Kernel) -> Vec<Path> {
         let mut all: Vec<Path> = Isa::available().into_iter().map(Path::Isa).collect();
-        all.push(Path::ZmmTiles);
+        let mut variants: Vec<Tiles> = Vec::new();
+        for t in Tiles::all() {
+            let key = match kernel {
+                Kernel::Projection => Tiles {
+                    project: t.project,
+                    ..Tiles::default()
+                },
+                // The alignment is the backend's (its buffers), not the kernels'.
+                Kernel::Recurrence => Tiles {
+                    project: Default::default(),
+                    align64: false,
+                    ..t
+                },
+            };
+            if !variants.contains(&key) {
+                variants.push(key);
+            }
+        }
+        let zmm = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit());
+        for &t in &variants {
+            all.push(Path::ZmmTiles(t));
+            if let Some(isa) = zmm.filter(|_| t != Tiles::default()) {
+                all.push(Path::Zmm(isa, t));
+            }
+        }
         all
     }
 
     fn project_with(path: Path, p: &Projection<'_>, out: &mut [f32]) {
         match path {
-            Path::Isa(isa) => simd::project(isa, p, out),
-            Path::ZmmTiles => simd::zmm_tiles::project(p, out),
+            Path::Isa(isa) => simd::project(isa, Tiles::default(), p, out),
+            Path::Zmm(isa, tiles) => simd::project(isa, tiles, p, out),
+            Path::ZmmTiles(tiles) => simd::zmm_tiles::project(tiles, p, out),
         }
     }
 
     fn recurrence_with(path: Path, r: &Recurrence<'_>, st: State<'_>) {
+        let tiles = match path {
+            Path::Isa(_) => Tiles::default(),
+            Path::Zmm(_, tiles) | Path::ZmmTiles(tiles) => tiles,
+        };
+        // The sequential layout, packed as the backend does for the tiles that read it.
+        let seq = tiles
+            .single
+            .seq_strips()
+            .map(|ns| pack_seq(r.strips, ns))
+            .unwrap_or_default();
+        let r = &Recurrence {
+            steps: r.steps.clone(),
+            gates_frames: r.gates_frames.clone(),
+            seq_strips: &seq,
+            ..*r
+        };
         match path {
-            Path::Isa(isa) => simd::recurrence(isa, r, st),
-            Path::ZmmTiles => simd::zmm_tiles::recurrence(r, st),
+            Path::Isa(isa) => simd::recurrence(isa, tiles, r, st),
+            Path::Zmm(isa, tiles) => simd::recurrence(isa, tiles, r, st),
+            Path::ZmmTiles(tiles) => simd::zmm_tiles::recurrence(tiles, r, st),
+        }
+    }
+
+    /// Every tile variant parses back from its name, and bad specs are refused.
+    #[test]
+    fn tiles_parse_and_name() {
+        assert_eq!(Tiles::all().len(), 72);
+        for t in Tiles::all() {
+            assert_eq!(Tiles::parse(&t.name()), Some(t), "{t}");
+        }
+        for name in Tiles::SWEEP {
+            let t = Tiles::parse(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(t.name(), name);
+        }
+        assert_eq!(Tiles::parse(" default "), Some(Tiles::default()));
+        assert_eq!(
+            Tiles::parse("p6x64,r8x32,q256p,a64"),
+            Some(Tiles::default())
+        );
+        for bad in ["", "p12x32,p6x64", "x", "default,q256", "p12x32,"] {
+            assert_eq!(Tiles::parse(bad), None, "{bad:?}");
         }
     }
 
@@ -513,7 +799,7 @@ mod tests {
         for width in [1, 13, 60] {
             let mut strips = vec![0.0f32; COLS * width];
             rng.fill_uniform_f32(&mut strips, -1.0, 1.0);
-            for rows in [1, 5, 6, 7, 97, 203] {
+            for rows in [1, 5, 6, 7, 13, 18, 23, 97, 203] {
                 let mut x = vec![0.0f32; rows * width];
                 rng.fill_normal_f32(&mut x);
                 let mut want = vec![0.0f32; rows * COLS];
@@ -528,7 +814,7 @@ mod tests {
                         want[r * COLS + col] = acc;
                     }
                 }
-                for isa in paths() {
+                for isa in paths_for(Kernel::Projection) {
                     let mut out = vec![f32::NAN; rows * COLS];
                     let p = Projection {
                         x: [&x, &[]],
@@ -615,10 +901,11 @@ mod tests {
         }
     }
 
-    /// The 512-bit kernels (AVX-512F) give the bits of the portable ones and of every other
-    /// set the host has, for the projection (every tile remainder, both input parts) and the
-    /// recurrent product (every window-tile shape: batches 1 to 13 and 32). Runs only on a host
-    /// with AVX-512F; prints why it did nothing elsewhere.
+    /// The 512-bit kernels (AVX-512F), with every variant of their tiles ([`Tiles::all`]), give
+    /// the bits of the portable ones and of every other set the host has, for the projection
+    /// (every tile remainder, both input parts) and the recurrent product (every window-tile
+    /// shape: batches 1 to 15, 19 and 32, against the written-out formulas). Runs only on a
+    /// host with AVX-512F; prints why it did nothing elsewhere.
     #[test]
     fn avx512_kernels_give_the_same_bits() {
         let Some(zmm) = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit()) else {
@@ -634,7 +921,9 @@ mod tests {
             let width = w0 + w1;
             let mut strips = vec![0.0f32; COLS * width];
             rng.fill_uniform_f32(&mut strips, -1.0, 1.0);
-            for rows in [1, 2, 3, 4, 5, 6, 7, 11, 12, 97, 192, 203] {
+            for rows in [
+                1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 17, 18, 19, 23, 24, 97, 192, 203,
+            ] {
                 let mut x0 = vec![0.0f32; rows * w0];
                 let mut x1 = vec![0.0f32; rows * w1];
                 rng.fill_normal_f32(&mut x0);
@@ -649,22 +938,32 @@ mod tests {
                     strips: &strips,
                 };
                 let mut want = vec![f32::NAN; rows * COLS];
-                simd::project(Isa::portable(), &p, &mut want);
-                for isa in Isa::available() {
+                simd::project(Isa::portable(), Tiles::default(), &p, &mut want);
+                let isas = Isa::available().into_iter().map(|i| (i, Tiles::default()));
+                // Each projection tile (the other choices do not touch the projection).
+                let variants = Tiles::TOKENS[0].iter().filter_map(|t| Tiles::parse(t));
+                for (isa, tiles) in isas.chain(variants.map(|t| (zmm, t))) {
                     let mut got = vec![f32::NAN; rows * COLS];
-                    simd::project(isa, &p, &mut got);
+                    simd::project(isa, tiles, &p, &mut got);
                     let same = got
                         .iter()
                         .zip(&want)
                         .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "projection {isa}, widths {w0}+{w1}, rows {rows}");
+                    assert!(
+                        same,
+                        "projection {isa} tiles {tiles}, widths {w0}+{w1}, rows {rows}"
+                    );
                 }
             }
         }
-        for batch in (1..=13).chain([32]) {
+        for batch in (1..=15).chain([19, 32]) {
             recurrence_case(batch);
         }
-        println!("avx512f kernels: bits identical to {:?}", Isa::available());
+        println!(
+            "avx512f kernels: bits identical to {:?}, with each of the {} tile variants",
+            Isa::available(),
+            Tiles::all().len()
+        );
     }
 
     /// Where a batch-1 forward's time goes on one thread, per instruction set (not a check:
@@ -696,9 +995,31 @@ mod tests {
         rng.fill_uniform_f32(&mut bias, -0.1, 0.1);
         let mut x = vec![0.0f32; FRAMES * 256];
         rng.fill_normal_f32(&mut x);
-        let mut gates = vec![0.0f32; FRAMES * COLS];
+        let gates = vec![0.0f32; FRAMES * COLS];
         let (mut hseq, mut h, mut c) = (vec![0.0f32; FRAMES * H], [0.0f32; H], [0.0f32; H]);
-        for isa in Isa::available().into_iter().filter(|i| i.is_avx2_fma()) {
+        // Every ISA with its default tiles, then the 512-bit kernels with each variant of the
+        // sweep (BILSTM_CPU_TILES) but the default.
+        let isas = Isa::available().into_iter().filter(|i| i.is_avx2_fma());
+        let zmm = Isa::available().into_iter().filter(|i| i.is_512_bit());
+        let variants = zmm.flat_map(|isa| {
+            Tiles::SWEEP[1..]
+                .iter()
+                .filter_map(move |t| Some((isa, Tiles::parse(t)?)))
+        });
+        for (isa, tiles) in isas.map(|i| (i, Tiles::default())).chain(variants) {
+            let seq = tiles
+                .single
+                .seq_strips()
+                .filter(|_| isa.is_512_bit())
+                .map(|ns| pack_seq(&r_strips, ns))
+                .unwrap_or_default();
+            // The weights and the gates where the backend would put them for these tiles.
+            let a = tiles.align64;
+            let copy = |v: &[f32]| AlignedBuf::copy_of(v, a).unwrap_or_default();
+            let (strips, r_strips, seq) = (copy(&strips), copy(&r_strips), copy(&seq));
+            let (strips, r_strips, seq) = (strips.as_slice(), r_strips.as_slice(), seq.as_slice());
+            let mut gates_buf = copy(&gates);
+            let gates = gates_buf.as_mut_slice();
             let mut proj = |width: usize| {
                 let p = Projection {
                     x: [&x[..FRAMES * width], &[]],
@@ -709,7 +1030,7 @@ mod tests {
                     out_stride: FRAMES,
                     strips: &strips[..COLS * width],
                 };
-                best(|| simd::project(isa, &p, &mut gates))
+                best(|| simd::project(isa, tiles, &p, gates))
             };
             let (p60, p256) = (proj(60), proj(256));
             let rec = Recurrence {
@@ -718,17 +1039,18 @@ mod tests {
                 batch: 1,
                 steps: 0..FRAMES,
                 gates_frames: 0..FRAMES,
-                strips: &r_strips,
+                strips: r_strips,
+                seq_strips: seq,
                 bias: &bias,
             };
             let recurrence = best(|| {
                 let state = State {
-                    gates: &mut gates,
+                    gates,
                     hseq: &mut hseq,
                     h: &mut h,
                     c: &mut c,
                 };
-                simd::recurrence(isa, &rec, state);
+                simd::recurrence(isa, tiles, &rec, state);
             });
             let cells = best(|| {
                 for t in 0..FRAMES {
@@ -744,15 +1066,20 @@ mod tests {
                         h: &mut h,
                         c: &mut c,
                     };
-                    simd::recurrence(isa, &one, state);
+                    simd::recurrence(isa, tiles, &one, state);
                 }
             });
             let forward = 2.0 * (p60 + 3.0 * p256) + 8.0 * recurrence;
             println!(
-                "phase timings, batch 1, one thread, {isa}: projection K=60 {p60:.3} ms, \
+                "phase timings, batch 1, one thread, {isa}{}: projection K=60 {p60:.3} ms, \
                  K=256 {p256:.3} ms; recurrence {recurrence:.3} ms (product {:.3} + gate math \
                  {cells:.3}); per forward: projections {:.2} ms, products {:.2} ms, gate math \
                  {:.2} ms, total {forward:.2} ms",
+                if tiles == Tiles::default() {
+                    String::new()
+                } else {
+                    format!(" tiles {tiles}")
+                },
                 recurrence - cells,
                 2.0 * (p60 + 3.0 * p256),
                 8.0 * (recurrence - cells),
@@ -766,7 +1093,7 @@ mod tests {
     /// window), both directions, every ISA.
     #[test]
     fn recurrence_follows_the_documented_formulas() {
-        for batch in [1, 2, 3, 8, 13] {
+        for batch in [1, 2, 3, 8, 13, 14, 15, 19] {
             recurrence_case(batch);
         }
     }
@@ -812,7 +1139,7 @@ mod tests {
                     h = hn;
                 }
             }
-            for isa in paths() {
+            for isa in paths_for(Kernel::Recurrence) {
                 let mut hseq = vec![f32::NAN; batch * frames * H];
                 let (mut h, mut c) = (vec![7.0f32; batch * H], vec![7.0f32; batch * H]);
                 let rec = Recurrence {
@@ -822,6 +1149,7 @@ mod tests {
                     steps: 0..frames,
                     gates_frames: 0..frames,
                     strips: &strips,
+                    seq_strips: &[],
                     bias: &bias,
                 };
                 let mut gates = proj.clone();

@@ -91,6 +91,10 @@ pub(crate) trait Wide: Copy {
     fn store(self, dst: &mut [f32; 16]);
     /// `self * b + c` per lane with one rounding.
     fn mul_add(self, b: Self, c: Self) -> Self;
+    /// Hints that the 64-byte line holding `src` will be read soon, into L1 (changes no
+    /// value; only the 512-bit build does anything).
+    #[inline(always)]
+    fn prefetch_l1(_src: &[f32; 16]) {}
 }
 
 /// Two eight-lane vectors as one [`Wide`] (lanes 0..8 in the first): the 256-bit and portable
@@ -261,8 +265,249 @@ impl fmt::Display for Isa {
     }
 }
 
+/// Which 512-bit register tiles the projection and the recurrent product use
+/// (`BILSTM_CPU_TILES`, a tuning aid: [`Tiles::default`] is the measured best on the AVX-512
+/// host, which `scripts/cpu-run.sh`'s sweep decides; the tiles only matter for the 512-bit
+/// AVX-512F kernels, every other [`Isa`] ignores them).
+///
+/// The default, `p6x64,r8x32,q256p,a64`, measured on the H200 machine's Intel Xeon (AVX-512,
+/// 16 vCPUs, 2026-12-01, `bench/NOTES.md` "512-bit tile sweep", ONNX Runtime 1.32 in the same
+/// run, 5 rounds): batch 1 on 2 threads 13.58 ms (ORT 33.84; the first 512-bit tiles
+/// `p6x32,r6x64,s128,malloc` 68.15), batch 1 on 1 thread 20.30 (ORT 28.55; first tiles
+/// 107.10), batch 32 on 2 threads 274.2 (ORT 352.3; first tiles 395.5). Two later runs of
+/// the same default: 15.8 / 29.8 / 338.8 and 16.1 / 22.8 / 354.0 ms against ORT's 33.7 / 29.8 /
+/// 340.6 and 34.8 / 34.8 / 417.0 (these virtual machines vary from run to run). The strip-wise
+/// one-window product (`s128`: eight 64-byte streams 1 KiB apart per step) ran at 10.4 ms a
+/// layer and direction there against 1.2 ms for the sequential blocks.
+///
+/// Four independent choices, each one of a few compiled variants, named by tokens that
+/// [`Tiles::parse`] reads (comma-separated, one per choice at most; `default` alone is all
+/// four defaults):
+///
+/// | choice | tokens (default first) | what |
+/// |---|---|---|
+/// | projection register tile | `p6x64`, `p6x32`, `p12x32` | rows x columns (24, 12, 24 `zmm` accumulators) |
+/// | recurrent product, 6 or more windows | `r8x32`, `r6x64`, `r12x32` | windows x columns per tile (16, 24, 24 accumulators; at batch 32: 4, 6, 4 passes over R per step) |
+/// | recurrent product, one window (batch 1 and odd remainders) | `q256p`, `s128`, `q128`, `q256` | `s128`: 128 columns from eight 16-column strips (eight streams); `q128`/`q256`: R repacked at prepare into blocks `[H][128]`/`[H][256]`, one sequential stream, 8/16 accumulators; `q256p`: `q256` with software prefetches into L1 two rows ahead (and of R's first rows before the gate math) |
+/// | buffers | `a64`, `malloc` | `malloc`: the packed weights and the gates buffer where the allocator puts them (glibc: 16-byte aligned, so a 64-byte `zmm` load of a weight row may span two cache lines); `a64`: each starts on a 64-byte boundary |
+///
+/// Every variant gives the same bits: a lane is still one output column and each column's
+/// FMA chain runs in ascending `k` from the same start; only which columns advance together
+/// changes (tested for every variant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tiles {
+    pub(crate) project: ProjectTile,
+    pub(crate) recurrent: RecurrentTile,
+    pub(crate) single: SingleTile,
+    /// Whether the packed weights and the gates buffer start on 64-byte boundaries.
+    pub(crate) align64: bool,
+}
+
+/// The projection's 512-bit register tile (rows x columns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) enum ProjectTile {
+    /// 6 rows x 4 strips (24 accumulators: half the broadcasts per FMA, a 64 KiB panel).
+    #[default]
+    R6x64,
+    /// 6 rows x 2 strips (12 accumulators; the 32-column weight panel is 32 KiB at K = 256).
+    R6x32,
+    /// 12 rows x 2 strips (24 accumulators: half the weight loads per FMA of 6 x 32).
+    R12x32,
+}
+
+/// The recurrent product's 512-bit tile for groups of windows (batch 6 and up).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) enum RecurrentTile {
+    /// 8 windows x 2 strips (16 accumulators, 2 R lines per 16 FMAs).
+    #[default]
+    W8x32,
+    /// 6 windows x 4 strips (24 accumulators).
+    W6x64,
+    /// 12 windows x 2 strips (24 accumulators, 2 R lines per 24 FMAs).
+    W12x32,
+}
+
+/// The recurrent product's 512-bit tile for one window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) enum SingleTile {
+    /// [`SingleTile::Seq256`] with software prefetches into L1.
+    #[default]
+    Seq256Prefetch,
+    /// 8 strips of the `[H][16]` strip layout (eight 64-byte streams, 8 accumulators).
+    Strips128,
+    /// Blocks `[H][128]` (packed at prepare): one sequential stream, 8 accumulators.
+    Seq128,
+    /// Blocks `[H][256]`: one sequential stream, 16 accumulators.
+    Seq256,
+}
+
+impl SingleTile {
+    /// Strips per block of the sequential layout this tile reads (`None`: the strips).
+    pub(crate) fn seq_strips(self) -> Option<usize> {
+        match self {
+            SingleTile::Strips128 => None,
+            SingleTile::Seq128 => Some(8),
+            SingleTile::Seq256 | SingleTile::Seq256Prefetch => Some(16),
+        }
+    }
+}
+
+impl Default for Tiles {
+    /// The measured best (see the type docs): `p6x64,r8x32,q256p,a64`.
+    fn default() -> Self {
+        Tiles {
+            project: ProjectTile::default(),
+            recurrent: RecurrentTile::default(),
+            single: SingleTile::default(),
+            align64: true,
+        }
+    }
+}
+
+impl Tiles {
+    /// Every token [`Tiles::parse`] accepts besides `default`, per choice (default first; the
+    /// enums' variants are in this order).
+    pub const TOKENS: [&'static [&'static str]; 4] = [
+        &["p6x64", "p6x32", "p12x32"],
+        &["r8x32", "r6x64", "r12x32"],
+        &["q256p", "s128", "q128", "q256"],
+        &["a64", "malloc"],
+    ];
+
+    /// The variants worth timing against each other: the default, then each other token
+    /// alone (one choice changed at a time), then the first 512-bit tiles (before the
+    /// 2026-12-01 sweep). `scripts/cpu-run.sh`'s sweep times these.
+    pub const SWEEP: [&'static str; 10] = [
+        "default",
+        "p6x32",
+        "p12x32",
+        "r6x64",
+        "r12x32",
+        "s128",
+        "q128",
+        "q256",
+        "malloc",
+        "p6x32,r6x64,s128,malloc",
+    ];
+
+    /// Tiles from comma-separated tokens (see the [type docs](Tiles)): `default`, or at most
+    /// one token per choice, the others left at their default. `None` for an unknown token,
+    /// two tokens for one choice, or nothing at all.
+    pub fn parse(spec: &str) -> Option<Self> {
+        let spec = spec.trim();
+        let mut tiles = Tiles::default();
+        if spec == "default" {
+            return Some(tiles);
+        }
+        let mut set = [false; 4];
+        for token in spec.split(',').map(str::trim) {
+            let choice = match token {
+                "p6x32" => {
+                    tiles.project = ProjectTile::R6x32;
+                    0
+                }
+                "p12x32" => {
+                    tiles.project = ProjectTile::R12x32;
+                    0
+                }
+                "p6x64" => {
+                    tiles.project = ProjectTile::R6x64;
+                    0
+                }
+                "r6x64" => {
+                    tiles.recurrent = RecurrentTile::W6x64;
+                    1
+                }
+                "r8x32" => {
+                    tiles.recurrent = RecurrentTile::W8x32;
+                    1
+                }
+                "r12x32" => {
+                    tiles.recurrent = RecurrentTile::W12x32;
+                    1
+                }
+                "s128" => {
+                    tiles.single = SingleTile::Strips128;
+                    2
+                }
+                "q128" => {
+                    tiles.single = SingleTile::Seq128;
+                    2
+                }
+                "q256" => {
+                    tiles.single = SingleTile::Seq256;
+                    2
+                }
+                "q256p" => {
+                    tiles.single = SingleTile::Seq256Prefetch;
+                    2
+                }
+                "malloc" => {
+                    tiles.align64 = false;
+                    3
+                }
+                "a64" => {
+                    tiles.align64 = true;
+                    3
+                }
+                _ => return None,
+            };
+            if std::mem::replace(&mut set[choice], true) {
+                return None;
+            }
+        }
+        Some(tiles)
+    }
+
+    /// The tokens of the choices that differ from the default, comma-separated, or
+    /// `default`: what [`Tiles::parse`] reads back to the same tiles.
+    pub fn name(self) -> String {
+        let tokens = [
+            Self::TOKENS[0][self.project as usize],
+            Self::TOKENS[1][self.recurrent as usize],
+            Self::TOKENS[2][self.single as usize],
+            Self::TOKENS[3][usize::from(!self.align64)],
+        ];
+        let changed: Vec<&str> = tokens
+            .iter()
+            .zip(Self::TOKENS)
+            .filter(|(t, all)| **t != all[0])
+            .map(|(t, _)| *t)
+            .collect();
+        if changed.is_empty() {
+            "default".into()
+        } else {
+            changed.join(",")
+        }
+    }
+
+    /// Every combination of the choices (tests).
+    #[cfg(test)]
+    pub(crate) fn all() -> Vec<Self> {
+        let mut out = Vec::new();
+        for p in Self::TOKENS[0] {
+            for r in Self::TOKENS[1] {
+                for s in Self::TOKENS[2] {
+                    for a in Self::TOKENS[3] {
+                        out.extend(Self::parse(&format!("{p},{r},{s},{a}")));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Tiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
 /// The input projection (see [`kernels::project`]) with `isa`'s kernels.
-pub(crate) fn project(isa: Isa, args: &kernels::Projection<'_>, out: &mut [f32]) {
+///
+/// `tiles` picks the 512-bit build's register tile; the other builds have one each.
+pub(crate) fn project(isa: Isa, tiles: Tiles, args: &kernels::Projection<'_>, out: &mut [f32]) {
     match isa.0 {
         IsaKind::Portable => portable::project(args, out),
         #[cfg(target_arch = "x86_64")]
@@ -276,12 +521,19 @@ pub(crate) fn project(isa: Isa, args: &kernels::Projection<'_>, out: &mut [f32])
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
-        IsaKind::Avx512F => unsafe { x86::zmm::project(args, out) },
+        IsaKind::Avx512F => unsafe { x86::zmm::project(tiles.project, args, out) },
     }
 }
 
 /// One direction's recurrence (see [`kernels::recurrence`]) with `isa`'s kernels.
-pub(crate) fn recurrence(isa: Isa, args: &kernels::Recurrence<'_>, state: kernels::State<'_>) {
+///
+/// `tiles` picks the 512-bit build's tiles; the other builds have one set each.
+pub(crate) fn recurrence(
+    isa: Isa,
+    tiles: Tiles,
+    args: &kernels::Recurrence<'_>,
+    state: kernels::State<'_>,
+) {
     match isa.0 {
         IsaKind::Portable => portable::recurrence(args, state),
         #[cfg(target_arch = "x86_64")]
@@ -295,7 +547,7 @@ pub(crate) fn recurrence(isa: Isa, args: &kernels::Recurrence<'_>, state: kernel
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
-        IsaKind::Avx512F => unsafe { x86::zmm::recurrence(args, state) },
+        IsaKind::Avx512F => unsafe { x86::zmm::recurrence(tiles, args, state) },
     }
 }
 
@@ -318,7 +570,8 @@ pub(crate) fn eval_math(isa: Isa, x: &[f32; 8]) -> [[f32; 8]; 3] {
 }
 
 /// The portable kernels with the 512-bit build's register tiles (tests: the AVX-512F kernels'
-/// tiling checked on any host; only `Wide`'s four operations differ from the `zmm` build).
+/// tiling, every variant of [`Tiles`], checked on any host; only `Wide`'s four operations
+/// differ from the `zmm` build).
 #[cfg(test)]
 pub(crate) mod zmm_tiles {
     pub(crate) use super::portable::{

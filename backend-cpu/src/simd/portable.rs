@@ -2,7 +2,7 @@
 //! scalar operation that matches the AVX2 instruction bit for bit (`f32::mul_add` for FMA).
 
 use super::kernels::{self, Projection, Recurrence, State};
-use super::{Lanes, Pair};
+use super::{Lanes, Pair, SingleTile};
 
 /// Eight lanes in an array.
 #[derive(Clone, Copy)]
@@ -107,12 +107,12 @@ impl Lanes for P8 {
 
 /// [`kernels::project`] with [`P8`].
 pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project::<P8, Pair<P8>, 1>(args, out);
+    kernels::project::<P8, Pair<P8>, 6, 1>(args, out);
 }
 
 /// [`kernels::recurrence`] with [`P8`].
 pub(super) fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-    kernels::recurrence::<P8, Pair<P8>, 1, 4, 2, 1>(args, state);
+    kernels::recurrence::<P8, Pair<P8>, 6, 1, 4, 2, 1>(args, state, SingleTile::Strips128);
 }
 
 /// The gate functions with [`P8`] (tests).
@@ -121,17 +121,15 @@ pub(super) fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
     kernels::eval_math::<P8>(x)
 }
 
-/// [`kernels::project`] with the 512-bit build's tiles ([`kernels::ZMM_PROJECT_STRIPS`]) on
-/// [`P8`] pairs: the AVX-512F kernels' tiling, testable on any host (tests).
+/// [`kernels::project_tiled`] on [`P8`] pairs: the AVX-512F kernels' tiling (any variant),
+/// testable on any host (tests).
 #[cfg(test)]
-pub(crate) fn project_zmm_tiles(args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project::<P8, Pair<P8>, { kernels::ZMM_PROJECT_STRIPS }>(args, out);
+pub(crate) fn project_zmm_tiles(tiles: super::Tiles, args: &Projection<'_>, out: &mut [f32]) {
+    kernels::project_tiled::<P8, Pair<P8>>(tiles.project, args, out);
 }
 
-/// [`kernels::recurrence`] with the 512-bit build's tiles ([`kernels::ZMM_RECURRENT_STRIPS`])
-/// on [`P8`] pairs (tests).
+/// [`kernels::recurrence_tiled`] on [`P8`] pairs (tests).
 #[cfg(test)]
-pub(crate) fn recurrence_zmm_tiles(args: &Recurrence<'_>, state: State<'_>) {
-    const S: [usize; 4] = kernels::ZMM_RECURRENT_STRIPS;
-    kernels::recurrence::<P8, Pair<P8>, { S[0] }, { S[1] }, { S[2] }, { S[3] }>(args, state);
+pub(crate) fn recurrence_zmm_tiles(tiles: super::Tiles, args: &Recurrence<'_>, state: State<'_>) {
+    kernels::recurrence_tiled::<P8, Pair<P8>>(tiles, args, state);
 }

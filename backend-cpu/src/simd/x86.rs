@@ -8,8 +8,8 @@
 //! with an [`super::Isa`] built after detection.
 
 use std::arch::x86_64::{
-    __m256, __m512, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T2,
-    _mm_prefetch, _mm256_add_epi32, _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps,
+    __m256, __m512, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T0,
+    _MM_HINT_T2, _mm_prefetch, _mm256_add_epi32, _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps,
     _mm256_blendv_ps, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps,
     _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps,
     _mm256_round_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps,
@@ -18,7 +18,7 @@ use std::arch::x86_64::{
 };
 
 use super::kernels::{self, Projection, Recurrence, State};
-use super::{Lanes, Pair, Wide};
+use super::{Lanes, Pair, ProjectTile, SingleTile, Tiles, Wide};
 
 /// Eight lanes in a `__m256`.
 #[derive(Clone, Copy)]
@@ -160,12 +160,18 @@ impl Wide for A16 {
         // `self * b + c` once, exactly as on a `ymm`.
         A16(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
     }
+    #[inline(always)]
+    fn prefetch_l1(src: &[f32; 16]) {
+        // SAFETY: SSE is part of x86_64; a prefetch reads nothing architecturally and cannot
+        // fault, and the address is that of a live array anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(src.as_ptr().cast::<i8>()) }
+    }
 }
 
-/// The kernels compiled for one x86 feature set: `$features` is what the caller must have
-/// detected, `$wide` the strip-row type of the projection and the recurrent product, `$strips`
-/// the projection tile's strips ([`kernels::project`]'s `NS`), `$s6, $s1, $s2, $s3` the
-/// recurrent product's strips per tile for 6, 1, 2 and 3 to 5 windows
+/// The 256-bit kernels compiled for one x86 feature set: `$features` is what the caller must
+/// have detected, `$wide` the strip-row type of the projection and the recurrent product,
+/// `$strips` the projection tile's strips ([`kernels::project`]'s `NS`, 6 rows), `$s6, $s1,
+/// $s2, $s3` the recurrent product's strips per tile for 6, 1, 2 and 3 to 5 windows
 /// ([`kernels::recurrence`]).
 macro_rules! entry_points {
     (
@@ -176,36 +182,9 @@ macro_rules! entry_points {
         $strips:expr,
         [$s6:expr, $s1:expr, $s2:expr, $s3:expr]
     ) => {
-        entry_points!(@build $name, $features, $what, $wide, $strips, $s6, $s1, $s2, $s3);
-    };
-    (
-        $name:ident,
-        $features:literal,
-        $what:literal,
-        $wide:ty,
-        $strips:expr,
-        $tiles:path
-    ) => {
-        entry_points!(
-            @build $name, $features, $what, $wide, $strips,
-            $tiles[0], $tiles[1], $tiles[2], $tiles[3]
-        );
-    };
-    (
-        @build $name:ident,
-        $features:literal,
-        $what:literal,
-        $wide:ty,
-        $strips:expr,
-        $s6:expr,
-        $s1:expr,
-        $s2:expr,
-        $s3:expr
-    ) => {
         #[doc = concat!("The kernels compiled for ", $what, ".")]
         pub(super) mod $name {
-            #[allow(unused_imports, reason = "each build uses one of the strip-row types")]
-            use super::{A8, A16, Pair, Projection, Recurrence, State, kernels};
+            use super::{A8, Pair, Projection, Recurrence, SingleTile, State, kernels};
 
             /// [`kernels::project`] with [`A8`] and the build's strip rows.
             ///
@@ -213,7 +192,7 @@ macro_rules! entry_points {
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
             pub(in crate::simd) unsafe fn project(args: &Projection<'_>, out: &mut [f32]) {
-                kernels::project::<A8, $wide, { $strips }>(args, out);
+                kernels::project::<A8, $wide, 6, { $strips }>(args, out);
             }
 
             /// [`kernels::recurrence`] with [`A8`] and the build's strip rows.
@@ -222,7 +201,11 @@ macro_rules! entry_points {
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
             pub(in crate::simd) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-                kernels::recurrence::<A8, $wide, { $s6 }, { $s1 }, { $s2 }, { $s3 }>(args, state);
+                kernels::recurrence::<A8, $wide, 6, { $s6 }, { $s1 }, { $s2 }, { $s3 }>(
+                    args,
+                    state,
+                    SingleTile::Strips128,
+                );
             }
 
             /// The gate functions with [`A8`] (tests).
@@ -258,16 +241,51 @@ entry_points!(
 );
 // The 512-bit kernels: one `zmm` per 16-column strip row in the projection and the recurrent
 // product (the gate math stays on 8 lanes, as the AVX-512VL build, since a panel's gate is 8
-// units). Projection tile 6 rows x 2 strips (12 accumulators; the 32-column weight panel is
-// 32 KiB at K = 256, so it stays in L1 as the AVX-512VL build's does), recurrent product 6
-// windows x 4 strips (24 accumulators), one window x 8 strips (batch 1: 8 independent chains,
-// one 64-byte R load per FMA), 2 to 5 windows x 4 strips. Lanes are columns, so each column's
-// FMA chain is the one every other build computes.
-entry_points!(
-    zmm,
-    "avx2,fma,avx512f,avx512vl",
-    "AVX2, FMA, AVX-512F and AVX-512VL with 512-bit vectors",
-    A16,
-    kernels::ZMM_PROJECT_STRIPS,
-    kernels::ZMM_RECURRENT_STRIPS
-);
+// units), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`). The defaults: projection
+// tile 6 rows x 2 strips (12 accumulators; the 32-column weight panel is 32 KiB at K = 256, so
+// it stays in L1 as the AVX-512VL build's does), recurrent product 6 windows x 4 strips (24
+// accumulators), one window x 8 strips (batch 1: 8 independent chains, one 64-byte R load per
+// FMA), 2 to 5 windows x 4 strips. Lanes are columns, so each column's FMA chain is the one
+// every other build computes, whatever the tiles.
+/// The kernels compiled for AVX2, FMA, AVX-512F and AVX-512VL with 512-bit vectors.
+pub(super) mod zmm {
+    use super::{A8, A16, ProjectTile, Projection, Recurrence, State, Tiles, kernels};
+
+    /// [`kernels::project_tiled`] with [`A8`] and [`A16`] strip rows.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL (callers hold an `Isa` from
+    /// `Isa::detect` saying so).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    pub(in crate::simd) unsafe fn project(
+        tile: ProjectTile,
+        args: &Projection<'_>,
+        out: &mut [f32],
+    ) {
+        kernels::project_tiled::<A8, A16>(tile, args, out);
+    }
+
+    /// [`kernels::recurrence_tiled`] with [`A8`] and [`A16`] strip rows.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL (callers hold an `Isa` from
+    /// `Isa::detect` saying so).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    pub(in crate::simd) unsafe fn recurrence(
+        tiles: Tiles,
+        args: &Recurrence<'_>,
+        state: State<'_>,
+    ) {
+        kernels::recurrence_tiled::<A8, A16>(tiles, args, state);
+    }
+
+    /// The gate functions with [`A8`] (tests).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL.
+    #[cfg(test)]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    pub(in crate::simd) unsafe fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
+        kernels::eval_math::<A8>(x)
+    }
+}

@@ -498,19 +498,14 @@ mod tests {
             }
         ));
         // FP32 mode on 9.0 prefers the 3xTF32 tiles; where they do not fit, the SIMT ones.
-        assert_eq!(
-            choose_projection_tile(&h200, &nominal, 8192, MathMode::Fp32)
+        let fp32 = |r: &KernelResources, rows: usize| {
+            choose_projection_tile(&h200, r, rows, MathMode::Fp32)
                 .unwrap()
-                .choice,
-            ProjectionTile::Tf32x3
-        );
+                .choice
+        };
+        assert_eq!(fp32(&nominal, 8192), ProjectionTile::Tf32x3);
         nominal.projection_tf32x3.threads = 2048;
-        assert_eq!(
-            choose_projection_tile(&h200, &nominal, 8192, MathMode::Fp32)
-                .unwrap()
-                .choice,
-            ProjectionTile::Tf32x3Small
-        );
+        assert_eq!(fp32(&nominal, 8192), ProjectionTile::Tf32x3Small);
         nominal.projection_tf32x3_small.threads = 2048;
         let d = choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32).unwrap();
         assert_eq!(d.choice, ProjectionTile::Large128);
@@ -522,12 +517,7 @@ mod tests {
             }
         ));
         nominal.projection_large.threads = 2048;
-        assert_eq!(
-            choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32)
-                .unwrap()
-                .choice,
-            ProjectionTile::Small64
-        );
+        assert_eq!(fp32(&nominal, 4096), ProjectionTile::Small64);
         nominal.projection_small.threads = 2048;
         assert!(matches!(
             choose_projection_tile(&h200, &nominal, 4096, MathMode::Fp32),
