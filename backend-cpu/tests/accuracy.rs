@@ -22,7 +22,7 @@ fn rel_l2(label: &str, frames: usize, batch: usize, weight_seed: u64, input_seed
     rel_l2_scaled(label, frames, batch, weight_seed, input_seed, 1.0)
 }
 
-/// As [`rel_l2_scaled`], on `cpu`.
+/// [`rel_l2_on`] on a new `CpuBackend` (the detected instruction set, default tiles).
 fn rel_l2_scaled(
     label: &str,
     frames: usize,
