@@ -56,8 +56,8 @@ pub fn ignored_env() -> Vec<String> {
     );
     check(
         TILES_ENV,
-        "default or comma-separated tile tokens (one per choice: p6x32|p12x32|p6x64, \
-         r6x64|r8x32|r12x32, s128|q128|q256|q256p, malloc|a64)",
+        "default or comma-separated tile tokens (one per choice: p6x64|p6x32|p12x32, \
+         r8x32|r6x64|r12x32, q256p|s128|q128|q256, a64|malloc)",
         env_value(TILES_ENV, Tiles::parse).is_some(),
     );
     out

@@ -39,12 +39,13 @@ pub(crate) const STRIP_COLS: usize = 16;
 /// batch 1 unchanged once the AVX-512VL build had its registers (12.95 vs 13.0 ms of
 /// recurrence per forward, summed over threads).
 pub(crate) const R_STRIP_COLS: usize = 16;
-/// Strips per projection register tile in the 512-bit build's default tiles (6 rows x 2 strips
-/// = 12 `zmm` accumulators; [`ProjectTile`] has the variants).
+/// Strips per projection register tile of the 512-bit build's `p6x32` tile (6 rows x 2 strips
+/// = 12 `zmm` accumulators; [`ProjectTile`] has the variants and `Tiles::default` the choice).
 pub(crate) const ZMM_PROJECT_STRIPS: usize = 2;
-/// Strips per recurrent-product tile in the 512-bit build's default tiles, for 6, 1, 2 and 3
-/// to 5 windows ([`recurrence`]'s `SG, S1, S2, S3`; [`RecurrentTile`] and [`SingleTile`] have
-/// the variants).
+/// Strips per recurrent-product tile of the 512-bit build for 6 windows (`r6x64`, and the
+/// 6-window remainder of the wider tiles), 1 window (the `s128` strip tile), 2 and 3 to 5
+/// windows ([`recurrence`]'s `SG, S1, S2, S3`; [`RecurrentTile`] and [`SingleTile`] have the
+/// variants and `Tiles::default` the choice).
 pub(crate) const ZMM_RECURRENT_STRIPS: [usize; 4] = [4, 8, 4, 4];
 /// Rows of the default projection register tile (and of the tile that covers the remainder
 /// of a taller one).

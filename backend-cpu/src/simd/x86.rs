@@ -241,12 +241,11 @@ entry_points!(
 );
 // The 512-bit kernels: one `zmm` per 16-column strip row in the projection and the recurrent
 // product (the gate math stays on 8 lanes, as the AVX-512VL build, since a panel's gate is 8
-// units), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`). The defaults: projection
-// tile 6 rows x 2 strips (12 accumulators; the 32-column weight panel is 32 KiB at K = 256, so
-// it stays in L1 as the AVX-512VL build's does), recurrent product 6 windows x 4 strips (24
-// accumulators), one window x 8 strips (batch 1: 8 independent chains, one 64-byte R load per
-// FMA), 2 to 5 windows x 4 strips. Lanes are columns, so each column's FMA chain is the one
-// every other build computes, whatever the tiles.
+// units), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`; `Tiles::default()` is the
+// measured best: projection 6 rows x 4 strips, recurrent product 8 windows x 2 strips, one
+// window from R repacked as one sequential stream with prefetches, 64-byte-aligned buffers).
+// Lanes are columns, so each column's FMA chain is the one every other build computes, whatever
+// the tiles.
 /// The kernels compiled for AVX2, FMA, AVX-512F and AVX-512VL with 512-bit vectors.
 pub(super) mod zmm {
     use super::{A8, A16, ProjectTile, Projection, Recurrence, State, Tiles, kernels};

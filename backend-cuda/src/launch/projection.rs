@@ -55,6 +55,27 @@ pub(crate) struct IoAlignment {
     pub weight_parts: usize,
 }
 
+/// Refuses a tensor-core tile (`what`, e.g. "the TF32 projection tile") on a device of
+/// `compute_capability` below 8.0, which has no TF32 tensor cores.
+///
+/// # Errors
+/// [`CudaError::Unsupported`] below compute capability 8.0.
+pub(crate) fn require_tensor_cores(
+    what: &'static str,
+    compute_capability: (u32, u32),
+) -> Result<(), CudaError> {
+    if compute_capability < bilstm_core::plan::TENSOR_CORE_MIN_COMPUTE_CAPABILITY {
+        return Err(CudaError::Unsupported {
+            what,
+            reason: format!(
+                "compute capability {}.{} has no TF32 tensor cores (8.0 or later)",
+                compute_capability.0, compute_capability.1
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Checks what every projection kernel reads and writes: positive rows and input width that
 /// fit u32; x holds `rows * in_width` floats (4-byte aligned); each direction's weights
 /// `weight_parts * padded_in(in_width) * 512` floats; the output `direction_stride + rows * 512` floats with

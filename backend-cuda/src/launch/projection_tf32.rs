@@ -14,16 +14,12 @@ use bilstm_core::layout::padded_in;
 use bilstm_kernels::params::ProjectionTf32Params;
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig};
 
-use super::projection::{IoAlignment, ProjectionArgs, check_io};
+use super::projection::{IoAlignment, ProjectionArgs, check_io, require_tensor_cores};
 use super::{KernelArg, LaunchMode, launch_kernel, require, require_multiple, to_u32};
 use crate::error::CudaError;
 
 /// The kernel's entry point.
 pub(crate) const KERNEL: &str = "bilstm_projection_tf32";
-
-/// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`:
-/// core's (one definition).
-pub(crate) use bilstm_core::plan::TENSOR_CORE_MIN_COMPUTE_CAPABILITY as MIN_COMPUTE_CAPABILITY;
 
 // SAFETY: `ProjectionTf32Params` is `#[repr(C)]`, `Copy`, holds only integers (device addresses
 // as u64), and its layout equals `bl_projection_tf32_params` in kernels/cuda/projection_tf32.cu
@@ -43,15 +39,7 @@ pub(crate) fn check(
     args: &ProjectionArgs,
 ) -> Result<(KernelArg<ProjectionTf32Params>, LaunchConfig), CudaError> {
     let kernel = KERNEL;
-    if compute_capability < MIN_COMPUTE_CAPABILITY {
-        return Err(CudaError::Unsupported {
-            what: "the TF32 projection tile",
-            reason: format!(
-                "compute capability {}.{} has no TF32 tensor cores (8.0 or later)",
-                compute_capability.0, compute_capability.1
-            ),
-        });
-    }
+    require_tensor_cores("the TF32 projection tile", compute_capability)?;
     // Weights are read as 16-byte cp.async chunks, the output stored as float2.
     let align = IoAlignment {
         weights_bytes: 16,

@@ -13,12 +13,12 @@ use bilstm_core::geometry::{
     GATE_ROWS, PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS,
     PROJ_TF32X3_TILE_ROWS,
 };
-use bilstm_core::plan::{ProjectionTile, TENSOR_CORE_MIN_COMPUTE_CAPABILITY};
+use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::Kernel;
 use bilstm_kernels::params::ProjectionParams;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
 
-use super::projection::{IoAlignment, ProjectionArgs, check_io};
+use super::projection::{IoAlignment, ProjectionArgs, check_io, require_tensor_cores};
 use super::{KernelArg, LaunchMode, launch_kernel, require};
 use crate::error::CudaError;
 
@@ -40,7 +40,7 @@ pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel
 }
 
 /// Checks `args` against the launch contract of `tile`'s entry on a device of
-/// `compute_capability` and returns the kernel's parameters and launch configuration.
+/// `compute_capability` and returns the entry's name, its parameters and launch configuration.
 ///
 /// # Errors
 /// [`CudaError::Unsupported`] below compute capability 8.0; [`CudaError::Contract`] when a
@@ -50,20 +50,12 @@ pub(crate) fn check(
     compute_capability: (u32, u32),
     tile: ProjectionTile,
     args: &ProjectionArgs,
-) -> Result<(KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
+) -> Result<(&'static str, KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
     let (handle, tile_rows, tile_cols) = tile_kernel(tile).ok_or_else(|| CudaError::Internal {
         what: format!("{tile} is not a 3xTF32 projection tile"),
     })?;
     let kernel = handle.entry;
-    if compute_capability < TENSOR_CORE_MIN_COMPUTE_CAPABILITY {
-        return Err(CudaError::Unsupported {
-            what: "the 3xTF32 projection tile",
-            reason: format!(
-                "compute capability {}.{} has no TF32 tensor cores (8.0 or later)",
-                compute_capability.0, compute_capability.1
-            ),
-        });
-    }
+    require_tensor_cores("the 3xTF32 projection tile", compute_capability)?;
     // Weights are read as 16-byte cp.async chunks (rows of 512 floats, so every chunk stays
     // aligned), the output stored as float2.
     let align = IoAlignment {
@@ -88,7 +80,7 @@ pub(crate) fn check(
         block_dim: (handle.block_threads, 1, 1),
         shared_mem_bytes: handle.dynamic_shared_bytes,
     };
-    Ok((params, cfg))
+    Ok((kernel, params, cfg))
 }
 
 /// Launches the 3xTF32 projection of both directions of one layer on `stream` in `tile`'s
@@ -108,16 +100,14 @@ pub(crate) fn launch(
     tile: ProjectionTile,
     args: &ProjectionArgs,
 ) -> Result<(), CudaError> {
-    let (params, cfg) = check(compute_capability, tile, args)?;
-    let kernel = cfg_entry(tile);
+    let (kernel, params, cfg) = check(compute_capability, tile, args)?;
     // SAFETY: `func` is `tile`'s entry from projection_tf32x3.cu (the backend loads it by that
     // name, `KernelId::kernel().entry`; both entries' only parameter is bl_projection_params,
-    // mirrored by
-    // `KernelArg<ProjectionParams>`, 48 bytes asserted on both sides). `check` established the
-    // launch contract: compute capability >= 8.0 (so the entry is the real kernel, not the
-    // trap); x holds rows * in_width floats and is 4-byte aligned; each direction's K-major
-    // weights hold padded_in * 512 floats from a 16-byte aligned base (only rows k < in_width
-    // are read); the output holds direction_stride + rows * 512 floats from an 8-byte aligned
+    // mirrored by `KernelArg<ProjectionParams>`, 48 bytes asserted on both sides). `check`
+    // established the launch contract: compute capability >= 8.0 (so the entry is the real
+    // kernel, not the trap); x holds rows * in_width floats and is 4-byte aligned; each
+    // direction's split K-major weights hold 2 * padded_in * 512 floats (high parts, then
+    // remainders) from a 16-byte aligned base (rows k < in_width of each half are read); the output holds direction_stride + rows * 512 floats from an 8-byte aligned
     // base, direction_stride >= rows * 512 and even; rows and in_width are positive and fit
     // u32; the grid is (ceil(rows / tile rows), 512 / tile columns, 2) for the entry's own
     // tile, with 256-thread blocks and exactly the entry's dynamic shared bytes (which
@@ -126,11 +116,6 @@ pub(crate) fn launch(
     // the weights, and stream order finishes the previous readers of the output before this
     // kernel runs.
     unsafe { launch_kernel(func, stream, kernel, &params, cfg, LaunchMode::Ordinary) }
-}
-
-/// The entry name of a 3xTF32 tile (for errors); `check` has refused any other tile.
-fn cfg_entry(tile: ProjectionTile) -> &'static str {
-    tile_kernel(tile).map_or("bilstm_projection_tf32x3", |(k, _, _)| k.entry)
 }
 
 #[cfg(test)]
@@ -168,7 +153,8 @@ mod tests {
 
     #[test]
     fn a_valid_launch_gets_the_contract_grid() {
-        let (p, cfg) = check((9, 0), ProjectionTile::Tf32x3, &args(589, 60)).unwrap();
+        let (entry, p, cfg) = check((9, 0), ProjectionTile::Tf32x3, &args(589, 60)).unwrap();
+        assert_eq!(entry, "bilstm_projection_tf32x3");
         assert_eq!(cfg.grid_dim, (5, 4, 2));
         assert_eq!(cfg.block_dim, (256, 1, 1));
         assert_eq!(
@@ -178,7 +164,7 @@ mod tests {
         assert_eq!((p.0.rows, p.0.in_width), (589, 60));
         assert_eq!(p.0.out_direction_stride, 589 * 512);
         assert_eq!(p.0.weights, [1 << 30, (1 << 30) + 4096 * 1024]);
-        let (_, cfg) = check((8, 0), ProjectionTile::Tf32x3, &args(128 * 3 + 1, 256)).unwrap();
+        let (_, _, cfg) = check((8, 0), ProjectionTile::Tf32x3, &args(128 * 3 + 1, 256)).unwrap();
         assert_eq!(cfg.grid_dim.0, 4);
         assert!(check((8, 6), ProjectionTile::Tf32x3, &args(3, 61)).is_ok());
         assert_eq!(
@@ -189,7 +175,8 @@ mod tests {
 
     #[test]
     fn the_small_tile_gets_its_own_grid_and_other_tiles_are_refused() {
-        let (p, cfg) = check((9, 0), ProjectionTile::Tf32x3Small, &args(589, 60)).unwrap();
+        let (entry, p, cfg) = check((9, 0), ProjectionTile::Tf32x3Small, &args(589, 60)).unwrap();
+        assert_eq!(entry, "bilstm_projection_tf32x3_small");
         assert_eq!(cfg.grid_dim, (10, 4, 2));
         assert_eq!(cfg.block_dim, (256, 1, 1));
         assert_eq!(
@@ -198,7 +185,8 @@ mod tests {
         );
         assert_eq!(cfg.shared_mem_bytes, 46_080);
         assert_eq!((p.0.rows, p.0.in_width), (589, 60));
-        let (_, cfg) = check((9, 0), ProjectionTile::Tf32x3Small, &args(64 * 3 + 1, 256)).unwrap();
+        let (_, _, cfg) =
+            check((9, 0), ProjectionTile::Tf32x3Small, &args(64 * 3 + 1, 256)).unwrap();
         assert_eq!(cfg.grid_dim.0, 4);
         for tile in [
             ProjectionTile::Small64,
