@@ -154,6 +154,17 @@ run_group bench 330 '"error"|^Error' bash -c "
     '$bin/bench' --batches $sweep --kinds auto --tiles small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph &&
     '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,32 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
+# ab (not in the default run; needs bin/bench-old, another tree's bench): the two benches in
+# turn, three rounds, device-resident FP32 at the latency batches.
+if [ -x "$bin/bench-old" ]; then
+    run_group ab 200 'round' bash -c "
+        for r in 1 2 3; do
+            for v in bench-old bench; do
+                echo \"round \$r \$v\"
+                '$bin/'\$v --batches 1,8,32,64 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500
+            done
+        done"
+fi
 # x3bench (not in the default run; BILSTM_RUN_ONLY="x3bench cudnn ..."): the FP32 projection
 # tiles against each other with the plan's recurrence, eager and graph, and --phases with each
 # 3xTF32 tile forced at batches 1, 8 and 32.
@@ -220,14 +231,14 @@ run_group pipeline 90 "$tests_filter" "$bin/gpu_pipeline" "${gpu_flags[@]}"
 if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
     # End to end (issue 11): the CLI on .npy files (fresh and warm PTX cache), wall time and peak
     # memory of the whole command, then the host-slice forward beside the device-resident one.
-    run_group host 240 'wall|bilstm: ran|compiled|prepare|batch|host' bash -c "
+    run_group host 240 'wall|bilstm: ran|compiled|prepare|batch|host|trace' bash -c "
         python3 -c \"import numpy as np; r = np.random.default_rng(1)
 for n in (32, 1024):
     np.save('/tmp/x%d.npy' % n, r.standard_normal((n, 589, 60)).astype('<f4'))\" &&
         timed() { python3 -c \"import resource, subprocess, sys, time
 t = time.time(); rc = subprocess.run(sys.argv[1:]).returncode
 print('wall %.3f s, peak RSS %.0f MB, rc %d: %s' % (time.time() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, rc, ' '.join(sys.argv[2:])))\" \"\$@\"; } &&
-        export BILSTM_CACHE_DIR=/tmp/bilstm-ptx-fresh && rm -rf \$BILSTM_CACHE_DIR &&
+        export BILSTM_CACHE_DIR=/tmp/bilstm-ptx-fresh BILSTM_HOST_TRACE=1 && rm -rf \$BILSTM_CACHE_DIR &&
         timed '$bin/bilstm' run --input /tmp/x32.npy --output /tmp/y32.npy &&
         timed '$bin/bilstm' run --input /tmp/x32.npy --output /tmp/y32.npy &&
         timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy &&
@@ -235,9 +246,71 @@ print('wall %.3f s, peak RSS %.0f MB, rc %d: %s' % (time.time() - t, resource.ge
         python3 -c \"import numpy as np; a = np.load('/tmp/y1024.npy'); b = np.load('/tmp/y1024b.npy')
 print('host: 128-window and 256-window passes give the same bits:', a.shape == b.shape and bool((a.view(np.uint32) == b.view(np.uint32)).all()))\" &&
         timed '$bin/bilstm' run --input /tmp/x1024.npy --output /tmp/y1024.npy --batch 32 &&
+        unset BILSTM_HOST_TRACE &&
         '$bin/bilstm' bench --backend cuda --batches 1,8,32,64,256,1024 --iters 10 --host &&
         echo 'host zero copy off' && BILSTM_ZERO_COPY=0 '$bin/bilstm' bench --backend cuda --batches 1,8,32,64 --iters 10 --host &&
         for c in 0 128; do echo \"host chunk \$c\"; BILSTM_HOST_CHUNK=\$c '$bin/bilstm' bench --backend cuda --batches 256,1024 --iters 10 --host; done"
+fi
+# ncux3 (not in the default run): ncu's stall sampling and pipe figures for the 3xTF32 large
+# tile's layer-1 launch at batch 32.
+if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; then
+    run_group ncux3 150 'Duration|Throughput|Stall|stall|Warp Cycles|Issued|Pipe|%' \
+        "$(command -v ncu || echo "$cuda_bin/ncu")" --clock-control none --kernel-name bilstm_projection_tf32x3 \
+        --launch-skip 1 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+        --section SourceCounters --section InstructionStats --section ComputeWorkloadAnalysis \
+        "$bin/bench" --batches 32 --kinds auto --tiles 3xtf32 --maths fp32 --iters 1 --warmup 0 --no-graph
+fi
+# ncux3s (not in the default run): the 3xTF32 tile's stall reasons (cycles per issued
+# instruction by reason) and its SASS with per-instruction stall samples (CSV, ncux3s-sass.csv).
+if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; then
+    ncu_bin="$(command -v ncu || echo "$cuda_bin/ncu")"
+    run_group ncux3s 200 'stalled|Duration' bash -c "
+        '$ncu_bin' --clock-control none --kernel-name bilstm_projection_tf32x3 --launch-skip 1 --launch-count 1 \\
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio' --section SpeedOfLight \\
+            '$bin/bench' --batches 32 --kinds auto --tiles 3xtf32 --maths fp32 --iters 1 --warmup 0 --no-graph &&
+        '$ncu_bin' --clock-control none --kernel-name bilstm_projection_tf32x3 --launch-skip 1 --launch-count 1 \\
+            --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \\
+            '$bin/bench' --batches 32 --kinds auto --tiles 3xtf32 --maths fp32 --iters 1 --warmup 0 --no-graph \\
+            > '$out/ncux3s-sass.csv'"
+fi
+# hosttrace (not in the default run; BILSTM_RUN_ONLY="hosttrace ..."): where an unsplit host
+# pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
+# on and off, beside the bench's own host and device-resident figures.
+if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
+    run_group hosttrace2 200 'median|batch|case' bash -c "
+        for c in 'BILSTM_COPY_THREADS=8' 'BILSTM_COPY_THREADS=12' 'BILSTM_COPY_THREADS=16' 'BILSTM_HOST_STREAMING=1' 'BILSTM_HOST_STREAMING=1 BILSTM_COPY_THREADS=12' 'BILSTM_HOST_PROGRESSIVE=0' 'BILSTM_HOST_PROGRESSIVE=0 BILSTM_COPY_THREADS=12' 'BILSTM_COPY_THREADS=8' 'BILSTM_COPY_THREADS=12'; do
+            echo \"case \$c\"
+            env \$c BILSTM_HOST_TRACE=1 '$bin/bilstm' bench --backend cuda --batches 32,64 --iters 20 --host 2>\"$out/ht2.txt\" >/dev/null
+            grep 'batch 32:' \"$out/ht2.txt\" | tail -n 2
+            python3 -c \"import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'bilstm host trace: batch (\\d+): (.*), total ([0-9.]+) ms', line)
+    if m:
+        rows.setdefault(int(m.group(1)), []).append(float(m.group(3)))
+for b, ts in sorted(rows.items()):
+    print('median total of %d passes, batch %d: %.3f ms' % (len(ts), b, statistics.median(ts)))
+\" \"$out/ht2.txt\"
+        done"
+    run_group hosttrace 150 'median|batch|staging' bash -c "
+        for s in 1 0 p; do
+            echo \"staging \$s (p: staging on, progressive copy off)\"
+            BILSTM_HOST_PROGRESSIVE=\$([ \$s = p ] && echo 0 || echo 1) BILSTM_HOST_STAGING=\$([ \$s = 0 ] && echo 0 || echo 1) BILSTM_HOST_TRACE=1 '$bin/bilstm' bench --backend cuda \\
+                --batches 1,8,32,64 --iters 20 --host 2>\"$out/hosttrace-\$s.txt\"
+            python3 -c \"import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'bilstm host trace: batch (\\d+): (.*), total ([0-9.]+) ms', line)
+    if m:
+        d = dict((k, float(v)) for k, v in (p.rsplit(' ', 1) for p in m.group(2).split(', ')))
+        d['total'] = float(m.group(3))
+        rows.setdefault(int(m.group(1)), []).append(d)
+for b, ds in sorted(rows.items()):
+    ks = list(ds[0])
+    print('median of %d passes, batch %d: ' % (len(ds), b) + ', '.join('%s %.3f' % (k, statistics.median(d[k] for d in ds)) for k in ks))
+\" \"$out/hosttrace-\$s.txt\"
+            grep 'batch 32:' \"$out/hosttrace-\$s.txt\" | tail -n 2
+        done"
 fi
 if [ -x "$bin/gpu_backend_contract" ]; then
     run_group contract 120 "$tests_filter|Auto|cuda" "$bin/gpu_backend_contract" "${gpu_flags[@]}"

@@ -75,10 +75,13 @@ pub(crate) struct Prepared {
     pub(crate) chunk_uploaded: CudaEvent,
     /// Pipelined host path: a chunk's pass is done (main stream).
     pub(crate) chunk_done: CudaEvent,
-    /// Page-locked, device-mapped host memory for the output of an unsplit host pass of up to
-    /// [`crate::host::ZERO_COPY_MAX_WINDOWS`] windows, which the last layer writes directly
-    /// ([`crate::host`]); `None` when it could not be allocated (the pass then downloads).
-    pub(crate) mapped_out: Option<cudarc::driver::PinnedHostSlice<f32>>,
+    /// The unsplit host pass's page-locked memory, allocated by the first such pass (a
+    /// backend that only runs device-resident or chunked passes never pins the 48 MB).
+    pub(crate) host: Option<crate::host::HostBuffers>,
+    /// Recorded just before the last layer's recurrence of a pass with progress words.
+    pub(crate) last_layer: CudaEvent,
+    /// Recorded after a pass with progress words (the copy threads poll it).
+    pub(crate) pass_done: CudaEvent,
     /// Distinguishes preparations (a graph captured under one must not replay under another).
     pub(crate) id: u64,
 }
@@ -124,6 +127,14 @@ pub struct CudaBackend {
     pub(crate) host_chunk: usize,
     /// Whether an unsplit host pass writes its output to mapped host memory; see [`crate::host`].
     pub(crate) zero_copy: bool,
+    /// Whether an unsplit host pass stages its input in page-locked memory; see [`crate::host`].
+    pub(crate) staging: bool,
+    /// Whether a zero-copy pass copies rows as its last layer reports them; see [`crate::host`].
+    pub(crate) progressive: bool,
+    /// Whether host passes print their phases ([`crate::host::HOST_TRACE_ENV`]).
+    pub(crate) host_trace: bool,
+    /// Threads for the host path's large copies, started by the first host pass.
+    pub(crate) copy_pool: Option<crate::copy_pool::CopyPool>,
     pub(crate) preparations: u64,
 }
 
@@ -172,6 +183,10 @@ impl CudaBackend {
             preparations: 0,
             host_chunk: crate::host::host_chunk_from_env(),
             zero_copy: crate::host::zero_copy_from_env(),
+            staging: crate::host::staging_from_env(),
+            progressive: crate::host::progressive_from_env(),
+            host_trace: crate::host::host_trace_from_env(),
+            copy_pool: None,
         })
     }
 
@@ -503,8 +518,7 @@ impl Backend for CudaBackend {
         };
         let (proj_done, side_done, foreign_joined) = (event()?, event()?, event()?);
         let (chunk_uploaded, chunk_done) = (event()?, event()?);
-        let mapped_out =
-            crate::host::mapped_output(&self.device.ctx, &config.shape, config.max_batch);
+        let (last_layer, pass_done) = (event()?, event()?);
         self.preparations = self.preparations.wrapping_add(1);
         self.prepared = Some(Prepared {
             config: *config,
@@ -515,7 +529,9 @@ impl Backend for CudaBackend {
             foreign_joined,
             chunk_uploaded,
             chunk_done,
-            mapped_out,
+            host: None,
+            last_layer,
+            pass_done,
             id: self.preparations,
         });
         Ok(())

@@ -25,6 +25,7 @@
 pub mod backend;
 pub mod buffers;
 pub mod compile;
+pub mod copy_pool;
 pub mod device;
 pub mod error;
 pub mod foreign;

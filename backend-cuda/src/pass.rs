@@ -19,7 +19,8 @@ use crate::launch::recurrence_resident::ResidentArgs;
 use crate::launch::{self, Span};
 use crate::summary::ForwardSummary;
 
-/// Where in the backend's layer buffers a pass works, and whether it zeroes the error words.
+/// Where in the backend's layer buffers a pass works, whether it zeroes the error words, and
+/// whether its last layer reports progress to the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Region {
     /// The pass uses the layer buffers from this window on (a chunk of the pipelined host path
@@ -27,13 +28,20 @@ pub(crate) struct Region {
     pub first_window: usize,
     /// Zero the error words before the pass (a later chunk keeps an earlier chunk's report).
     pub fresh_error: bool,
+    /// The host path's progress words (`[batch, 2]` u32 in device-mapped host memory) that a
+    /// cluster last layer writing host memory reports its finished steps in (the contract's
+    /// "Progress" in kernels/cuda/recurrence_cluster.cu); with them the pass also records
+    /// `Prepared::last_layer` on the main stream just before the last layer's recurrence.
+    /// Other kinds ignore them.
+    pub progress: Option<Span>,
 }
 
 impl Region {
-    /// A whole pass: the buffers from window 0, fresh error words.
+    /// A whole pass: the buffers from window 0, fresh error words, no progress reports.
     pub(crate) const WHOLE: Region = Region {
         first_window: 0,
         fresh_error: true,
+        progress: None,
     };
 }
 
@@ -231,6 +239,12 @@ impl CudaBackend {
                     .ok_or_else(|| missing("the projection's reverse half"))
             };
 
+            let last_layer = layer + 1 == shape.layers;
+            if last_layer && region.progress.is_some() {
+                st.last_layer
+                    .record(main)
+                    .map_err(CudaError::driver("recording the last layer's start"))?;
+            }
             if let Some(cluster) = plan.schedule.choice.cluster() {
                 let id = cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?;
                 let stall_cta = self.stall.filter(|s| s.layer == layer).map(|s| s.block);
@@ -251,6 +265,7 @@ impl CudaBackend {
                         max_active_clusters: k.max_active_clusters_of(id),
                         stall_cta,
                         state,
+                        progress: region.progress.filter(|_| last_layer),
                     },
                 )?;
                 continue;

@@ -135,3 +135,95 @@ fn a_lost_partner_in_an_early_chunk_is_reported_after_a_clean_last_chunk() {
     let again = run(&mut b, &shape, &input, batch);
     assert_same_bits(&clean, &again, "after the failed chunked passes");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn progressive_copies_give_the_downloaded_bits() {
+    // The writer warp's progress reports come every 64 steps and after the last: 589 frames end
+    // between two reports, 128 frames on one; one- and two-window clusters, 2- and 4-CTA.
+    for frames in [589, 128, 5] {
+        let shape = StackShape::pyannote().with_frames(frames);
+        let st = stack(&shape);
+        let max_batch = 64;
+        let mut b = prepared(&st, max_batch);
+        assert!(b.host_progressive() && b.host_zero_copy());
+        for (batch, size, windows) in [(1, 4, 1), (7, 2, 1), (33, 2, 1), (64, 2, 2), (9, 2, 2)] {
+            b.set_overrides(Overrides {
+                recurrence: Some(RecurrenceKind::Cluster),
+                cluster_size: Some(size),
+                cluster_windows: Some(windows),
+                ..Overrides::default()
+            })
+            .expect("forcing a cluster shape");
+            let input = random_input(&shape, batch, INPUT_SEED + batch as u64);
+            b.set_host_zero_copy(false);
+            let downloaded = run(&mut b, &shape, &input, batch);
+            b.set_host_zero_copy(true);
+            b.set_host_progressive(false);
+            let after = run(&mut b, &shape, &input, batch);
+            b.set_host_progressive(true);
+            // Another input's pass first: the mapped output then holds other values, so a row
+            // copied before the kernel had made it visible would show.
+            let other = random_input(&shape, batch, INPUT_SEED + 1000 + batch as u64);
+            let _ = run(&mut b, &shape, &other, batch);
+            let progressive = run(&mut b, &shape, &input, batch);
+            let what = format!("{frames} frames, batch {batch}, {size}-CTA clusters of {windows}");
+            assert_same_bits(&downloaded, &after, &format!("copy after the pass, {what}"));
+            assert_same_bits(
+                &downloaded,
+                &progressive,
+                &format!("progressive copy, {what}"),
+            );
+            if frames == 589 && batch == 33 {
+                let (rel, _) = errors(&progressive, &reference(&st, &input, batch));
+                assert!(rel <= budget(), "{what}: relative L2 {rel:e}");
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_lost_partner_in_the_last_layer_ends_a_progressive_copy_with_an_error() {
+    // The last layer stops reporting half-way: the copy threads must notice the pass's end
+    // (not wait for rows that never come) and the caller must get the report.
+    let shape = StackShape::pyannote().with_frames(300);
+    let st = stack(&shape);
+    let batch = 6;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared_kind(&st, batch, RecurrenceKind::Cluster);
+    b.set_overrides(Overrides {
+        recurrence: Some(RecurrenceKind::Cluster),
+        cluster_size: Some(2),
+        cluster_windows: Some(1),
+        ..Overrides::default()
+    })
+    .expect("forcing 2-CTA clusters");
+    assert!(b.host_progressive());
+    let clean = run(&mut b, &shape, &input, batch);
+    b.set_spin_timeout(Duration::from_millis(200));
+    // CTA 5: cluster 2 (window 1, forward), rank 1: the rank-0 writer waits for it in vain.
+    b.inject_stall(Some(StallInjection {
+        layer: shape.layers - 1,
+        direction: Direction::Forward,
+        block: 5,
+    }));
+    let mut out = vec![0.0; shape.output_len(batch).unwrap()];
+    let started = std::time::Instant::now();
+    let e = b.forward(&input, batch, &mut out).unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the failed pass took {:?}",
+        started.elapsed()
+    );
+    match e {
+        CudaError::PartnerLost { kernel, layer, .. } => assert_eq!(
+            (kernel, layer),
+            ("bilstm_recurrence_cluster2", shape.layers - 1)
+        ),
+        other => panic!("expected PartnerLost, got {other}"),
+    }
+    b.inject_stall(None);
+    let again = run(&mut b, &shape, &input, batch);
+    assert_same_bits(&clean, &again, "after the failed progressive pass");
+}

@@ -67,6 +67,14 @@ pub const CLUSTER_THREADS: usize = 256;
 /// `k = 8j .. 8j+7`) of each of the group's rows, so a group is [`DOT_CHAINS`] lanes and four
 /// shuffle levels finish the fixed tree.
 pub const CLUSTER_GROUP_LANES: usize = DOT_CHAINS;
+/// Cluster recurrence: steps between two progress reports of a last layer that writes into
+/// host memory (the host path's zero-copy output, `backend-cuda/src/host.rs`): every this many
+/// steps, and after the last, the writer warp makes its rows visible to the host
+/// (`fence.sc.sys`) and stores the count of steps written into the window's and direction's
+/// progress word, so that the host copies finished rows while the layer still runs. Each report
+/// stalls one warp until the bus has taken its writes (about a microsecond), so reports are
+/// sparse: 9 in a 589-frame window.
+pub const CLUSTER_PROGRESS_STEPS: usize = 64;
 /// Cluster recurrence: the cluster sizes (CTAs per window and direction) built, one kernel entry
 /// each (`bilstm_recurrence_cluster2`, `bilstm_recurrence_cluster4`). Rows per group:
 /// `GATE_ROWS / (size * CLUSTER_THREADS / CLUSTER_GROUP_LANES)` = 16 (size 2) or 8 (size 4),
@@ -173,7 +181,7 @@ pub const MAX_DEFINES: usize = 64;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 49] = [
+    let all: [(&'static str, usize); 50] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -195,6 +203,7 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_RESIDENT_SHARED_BYTES", RESIDENT_SHARED_BYTES),
         ("BILSTM_CLUSTER_THREADS", CLUSTER_THREADS),
         ("BILSTM_CLUSTER_GROUP_LANES", CLUSTER_GROUP_LANES),
+        ("BILSTM_CLUSTER_PROGRESS_STEPS", CLUSTER_PROGRESS_STEPS),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
         ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
         ("BILSTM_PROJ_K_TILE", PROJ_K_TILE),
@@ -289,7 +298,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 49);
+        assert_eq!(d.len(), 50);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

@@ -19,12 +19,12 @@
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
 //   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
 //   (1,040 bytes for W = 1, 2,064 for W = 2).
-// - Parameters: bl_recurrence_cluster_params (104 bytes), mirrored by
+// - Parameters: bl_recurrence_cluster_params (112 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
 // - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
 //   floats of direction d, recurrent[d] the packed rows [BILSTM_GATE_ROWS, BILSTM_HIDDEN], bias[d]
 //   the packed combined bias, all 16-byte aligned; out holds batch * frames * 2 * BILSTM_HIDDEN
-//   floats and overlaps no input; batch >= 1, frames >= 1), plus: error points to
+//   floats, is 16-byte aligned and overlaps no input; batch >= 1, frames >= 1), plus: error points to
 //   BILSTM error words zeroed on this stream before the launch (clear.cu); compute capability
 //   9.0 or later (compiled for an older architecture the entries are a trap and must not be
 //   launched).
@@ -33,6 +33,12 @@
 //   unit] = h_s(unit); nothing else is written, except error[0..4) when a partner is lost: a
 //   wait longer than spin_timeout_ns ends the kernel with error[0] = BL_ERROR_PARTNER_LOST and
 //   {layer, direction, step} in error[1..4) instead of a hang.
+// - Progress (progress not null; the host path's zero-copy last layer, whose out is page-locked
+//   host memory): progress[w * 2 + d] is written, for every window w < batch and direction d,
+//   with the number of steps n whose rows out[(w * frames + t) * 256 + d * 128 + 0 .. 128) are
+//   visible to the host (system scope) by then: n = k * BILSTM_CLUSTER_PROGRESS_STEPS for k >= 1
+//   as the steps pass, and n = frames after the last. The values only grow; the host zeroes the
+//   words before the launch. A kernel that ends with a lost partner may stop reporting early.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal the wide, tiled and resident kernels'; the dot-product tree is realised by
 //   the shuffle levels below.
@@ -62,7 +68,14 @@
 //   j ^ 2^(L-2) and j ^ (2^(L-1) + 2^(L-2)) by shuffles; they keep the cell state c, the packed
 //   bias (a float4) and the next step's projection (loaded one step ahead) in registers;
 // - each cell lane pushes h with st.async into slot s % 2 of every CTA's hidden vectors,
-//   completing 4 bytes on that CTA's mbarrier bar[s % 2], and writes h to out.
+//   completing 4 bytes on that CTA's mbarrier bar[s % 2];
+// - the writer warp (warp 0 of the rank-0 CTA) writes the output: at step s it reads h_{s-1}
+//   from its CTA's slot after its dot products (lane l: units 4l .. 4l + 3, one float4) and
+//   stores it after its own pushes as one 512-byte row per window (one warp-wide 16-byte store:
+//   whole lines, which matters when out is host memory on the bus); h of the last step is
+//   written after the loop, once the last phase completed. It reports progress (above) every
+//   BILSTM_CLUSTER_PROGRESS_STEPS steps: __syncwarp, then lane 0 fences at system scope and
+//   stores the count.
 // Per step s: thread 0 arms bar[s % 2] for the step's 128 W values (arrive.expect_tx of 512 W
 // bytes; the previous phase of that barrier, step s - 2, is complete because thread 0 waited for
 // it in step s - 1; pushes that land before the arming leave the transaction count below zero
@@ -96,8 +109,11 @@ struct bl_recurrence_cluster_params {
     // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
     float* state_h;
     float* state_c;
+    // Progress words [batch][2] (window-major, then direction) in host memory the host reads
+    // while the layer runs, or null (see "Progress" in the contract above).
+    bl_u32* progress;
 };
-static_assert(sizeof(bl_recurrence_cluster_params) == 104,
+static_assert(sizeof(bl_recurrence_cluster_params) == 112,
               "mirrors bilstm_kernels::params::RecurrenceClusterParams");
 
 constexpr int BL_CL_THREADS = BILSTM_CLUSTER_THREADS;
@@ -223,6 +239,39 @@ __device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS], bool upper)
     }
 }
 
+// The writer warp's store of one step's rows: lane l writes units 4l .. 4l + 3 of this
+// direction's half of row `frame` of every valid window (row[w] holds them for window w).
+template <int W>
+__device__ __forceinline__ void bl_cl_write_rows(const bl_recurrence_cluster_params& p, const float4 (&row)[W],
+                                                 const bl_u64 (&window_row)[W], bl_u32 valid, bl_u32 frame,
+                                                 bl_u32 direction, int lane32) {
+    static_assert(BILSTM_HIDDEN == 4 * BILSTM_WARP_THREADS, "one float4 per lane covers a direction's row");
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        if ((bl_u32)w < valid) {
+            float* dst = p.out + (window_row[w] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN;
+            reinterpret_cast<float4*>(dst)[lane32] = row[w];
+        }
+    }
+}
+
+// The writer warp's progress report: every lane's stores so far are ordered before lane 0's
+// system-scope fence (bar.warp.sync orders the warp's memory operations), which orders them
+// before the count that lane 0 then stores for each valid window of the cluster.
+__device__ __forceinline__ void bl_cl_report(bl_u32* progress, bl_u32 first_window, bl_u32 valid,
+                                             bl_u32 direction, bl_u32 steps, int lane32) {
+    __syncwarp();
+    if (lane32 == 0) {
+        __threadfence_system();
+        for (bl_u32 w = 0; w < valid; ++w) {
+            asm volatile("st.relaxed.sys.b32 [%0], %1;"
+                         :
+                         : "l"(progress + ((bl_u64)(first_window + w) * 2u + direction)), "r"(steps)
+                         : "memory");
+        }
+    }
+}
+
 template <int S, int W>
 __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluster_params& p) {
     constexpr int ROWS = BILSTM_GATE_ROWS / (S * BL_CL_GROUPS_PER_CTA);
@@ -252,6 +301,9 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
     const int tid = threadIdx.x;
     const int lane = tid % BL_CL_LANES;
+    const int lane32 = tid % BILSTM_WARP_THREADS;
+    // Warp 0 of the rank-0 CTA writes the output (see the thread mapping).
+    const bool writer = rank == 0u && tid < BILSTM_WARP_THREADS;
     const bl_u32 group = rank * BL_CL_GROUPS_PER_CTA + tid / BL_CL_LANES;
     const bl_u32 frames = p.frames;
     const bool stalled = p.stall_cta == (int)blockIdx.x;
@@ -287,7 +339,6 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const int cell = lane % UNITS_PER_GROUP;
     const int unit_in_group = LEVELS == 4 ? ((cell & 1) << 1) | (cell >> 1) : cell;
     const bl_u32 unit = group * UNITS_PER_GROUP + unit_in_group;
-    const bl_u64 out_column = (bl_u64)direction * BILSTM_HIDDEN + unit;
     const float4* gates_at = reinterpret_cast<const float4*>(proj + unit * BILSTM_GATES);
     bl_u64 window_row[W];
 #pragma unroll
@@ -330,7 +381,6 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     bl_u32 step = 0;
     for (; step < frames; ++step) {
         const bl_u32 slot = step & 1u;
-        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
         float4 gates_in[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
@@ -347,6 +397,8 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
             bl_cl_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
         }
 
+        // The writer warp's copy of h_{s-1} (step > 0), stored after the pushes.
+        float4 row[W];
         // Recurrent dots of the cell lane's four gates in each window; +0.0f at step 0.
         float dot_i[W], dot_f[W], dot_g[W], dot_o[W];
 #pragma unroll
@@ -388,6 +440,15 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                 dot_g[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], G_OFFSET);
                 dot_o[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], F_OFFSET | G_OFFSET);
             }
+            // The writer warp's copy of h_{s-1}: after the dot products' reads (not queued
+            // ahead of them) but before this warp's pushes (a read after them could race with
+            // the pushes of h_{s+1}, see the slot-reuse note above).
+            if (writer) {
+#pragma unroll
+                for (int w = 0; w < W; ++w) {
+                    row[w] = reinterpret_cast<const float4*>(&h_s[prev][w][0])[lane32];
+                }
+            }
         }
 
         if (cell_lane) {
@@ -407,13 +468,19 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                         bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), h, bl_cl_mapa(done, (bl_u32)q));
                     }
                 }
-                if ((bl_u32)w < valid) {
-                    p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
-                    if (step + 1u == frames) {
-                        bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
-                                             first_window + (bl_u32)w, unit, h, c[w]);
-                    }
+                if ((bl_u32)w < valid && step + 1u == frames) {
+                    bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
+                                         first_window + (bl_u32)w, unit, h, c[w]);
                 }
+            }
+        }
+        // The output row of h_{s-1} and any progress report after this warp's pushes, so that
+        // neither holds them up.
+        if (writer && step > 0u) {
+            const bl_u32 prev_frame = direction == 0 ? step - 1u : frames - step;
+            bl_cl_write_rows<W>(p, row, window_row, valid, prev_frame, direction, lane32);
+            if (p.progress != nullptr && step % BILSTM_CLUSTER_PROGRESS_STEPS == 0u) {
+                bl_cl_report(p.progress, first_window, valid, direction, step, lane32);
             }
         }
     }
@@ -421,14 +488,27 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     if (timed_out) {
         bl_exchange_report_lost(p.error, p.layer, direction, step);
     }
-    // Every push into this CTA has landed before it may leave: the last step's phase.
-    if (tid == 0 && !aborted && frames > 0) {
+    // Every push into this CTA has landed before it may leave: the last step's phase. The writer
+    // warp waits for it too, then writes the last step's rows and reports the end.
+    if ((tid == 0 || writer) && !aborted && frames > 0) {
         bool late = false;
         const bl_u32 last = frames - 1u;
-        if (!bl_cl_wait(bar_addr0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error,
-                        &late) &&
-            late) {
+        const bool landed = bl_cl_wait(bar_addr0 + 8u * (last & 1u), (last >> 1) & 1u,
+                                       p.spin_timeout_ns, p.error, &late);
+        if (!landed && late && tid == 0) {
             bl_exchange_report_lost(p.error, p.layer, direction, frames);
+        }
+        if (writer && __all_sync(BL_FULL_MASK, landed)) {
+            float4 row[W];
+#pragma unroll
+            for (int w = 0; w < W; ++w) {
+                row[w] = reinterpret_cast<const float4*>(&h_s[last & 1u][w][0])[lane32];
+            }
+            const bl_u32 last_frame = direction == 0 ? last : 0u;
+            bl_cl_write_rows<W>(p, row, window_row, valid, last_frame, direction, lane32);
+            if (p.progress != nullptr) {
+                bl_cl_report(p.progress, first_window, valid, direction, frames, lane32);
+            }
         }
     }
     bl_cl_cluster_sync();

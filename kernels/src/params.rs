@@ -165,8 +165,12 @@ pub struct RecurrenceClusterParams {
     pub state_h: u64,
     /// `float*` or 0: this layer's final cell states, laid out as `state_h`.
     pub state_c: u64,
+    /// `unsigned*` or 0: progress words `[batch, 2]` in device-mapped host memory, each the
+    /// count of steps whose output rows the host may read (the kernel's "Progress" contract);
+    /// 0 reports none.
+    pub progress: u64,
 }
-const _: () = assert!(size_of::<RecurrenceClusterParams>() == 104);
+const _: () = assert!(size_of::<RecurrenceClusterParams>() == 112);
 
 /// Parameters of `bilstm_projection_tf32` (`bl_projection_tf32_params` in `projection_tf32.cu`).
 #[repr(C)]
@@ -331,8 +335,9 @@ mod tests {
             offset_of!(RecurrenceClusterParams, stall_cta),
             offset_of!(RecurrenceClusterParams, state_h),
             offset_of!(RecurrenceClusterParams, state_c),
+            offset_of!(RecurrenceClusterParams, progress),
         ];
-        assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84, 88, 96]);
+        assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84, 88, 96, 104]);
     }
 
     #[test]

@@ -146,7 +146,9 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     }
     .clamp(1, windows);
 
+    let opening = Instant::now();
     let mut backend = Selected::open(args.backend)?;
+    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
     note!("model: {description}");
     note!("input: {source}");
     let math = MathMode::from(args.math);
@@ -182,9 +184,13 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
         shape,
         chunk,
         forward_ms: 0.0,
+        read_ms: 0.0,
+        handover_ms: 0.0,
+        write_ms: 0.0,
         x: Vec::new(),
         y: Vec::new(),
     };
+    let passes_started = Instant::now();
     let whole = match (target.as_deref(), &args.output) {
         (Some(target_path), Some(path)) => {
             // Streamed: each chunk's output goes to the (temporary) file as it is computed, by a
@@ -226,6 +232,19 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     };
     bar.finish_and_clear();
     let forward_ms = pass.forward_ms;
+    if std::env::var("BILSTM_HOST_TRACE").is_ok_and(|v| v.trim() == "1") {
+        note!(
+            "trace: before opening the backend {:.1} ms, open {open_ms:.1} ms, prepare \
+             {prepare_ms:.1} ms, passes and output {:.1} ms (reading {:.1}, forward {forward_ms:.1}, \
+             waiting for the writer {:.1}, writing {:.1}), in all {:.1} ms",
+            (prepare_started - started).as_secs_f64() * 1e3 - open_ms,
+            passes_started.elapsed().as_secs_f64() * 1e3,
+            pass.read_ms,
+            pass.handover_ms,
+            pass.write_ms,
+            started.elapsed().as_secs_f64() * 1e3,
+        );
+    }
     let label = backend.kernel_label();
     let on = if label.starts_with(backend.name()) {
         label
@@ -273,13 +292,16 @@ fn stream_passes(
         // Rendezvous hand-over: a full buffer passes only when the writer is free to take it.
         let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(0);
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<f32>>();
-        let writer = scope.spawn(move || -> io::Result<()> {
+        let writer = scope.spawn(move || -> io::Result<f64> {
+            let mut busy = 0.0;
             for y in full_rx {
+                let started = Instant::now();
                 sink.write(&y)?;
+                busy += started.elapsed().as_secs_f64() * 1e3;
                 // The computing side may have finished; a spare buffer is then just dropped.
                 let _ = empty_tx.send(y);
             }
-            Ok(())
+            Ok(busy)
         });
         let mut computed = Ok(());
         let mut done = 0;
@@ -289,9 +311,11 @@ fn stream_passes(
                 computed = Err(e);
                 break;
             }
+            let handing = Instant::now();
             if full_tx.send(std::mem::take(&mut pass.y)).is_err() {
                 break; // The writer stopped on an error, reported below.
             }
+            pass.handover_ms += handing.elapsed().as_secs_f64() * 1e3;
             // The writer took this output only after sending the previous one back, so that
             // buffer is waiting here: two output buffers in all.
             pass.y = empty_rx.try_recv().unwrap_or_default();
@@ -299,13 +323,16 @@ fn stream_passes(
             bar.inc(1);
         }
         drop(full_tx);
+        let joining = Instant::now();
         let written = writer
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the output writer thread panicked")));
+        pass.handover_ms += joining.elapsed().as_secs_f64() * 1e3;
         if let Err(e) = computed {
             return Err(io::Error::other(failure.insert(e).to_string()));
         }
-        written
+        pass.write_ms = written?;
+        Ok(())
     })
 }
 
@@ -330,12 +357,17 @@ impl Input {
     }
 }
 
-/// The forward passes of one run: the backend, the chunk buffers (reused) and the time spent.
+/// The forward passes of one run: the backend, the chunk buffers (reused) and the time spent
+/// (in the forward passes, reading the input, handing outputs to the writer and waiting for it
+/// at the end, and writing in the writer thread).
 struct Pass<'a> {
     backend: &'a mut Selected,
     shape: StackShape,
     chunk: usize,
     forward_ms: f64,
+    read_ms: f64,
+    handover_ms: f64,
+    write_ms: f64,
     x: Vec<f32>,
     y: Vec<f32>,
 }
@@ -346,7 +378,9 @@ impl Pass<'_> {
         let in_w = self.shape.input_len(1)?;
         let x: &[f32] = match input {
             Input::File(reader) => {
+                let reading = Instant::now();
                 reader.read_windows(n, &mut self.x)?;
+                self.read_ms += reading.elapsed().as_secs_f64() * 1e3;
                 &self.x
             }
             Input::Memory(a) => &a.data[first * in_w..(first + n) * in_w],

@@ -17,7 +17,7 @@ use crate::error::CudaError;
 
 // SAFETY: `RecurrenceClusterParams` is `#[repr(C)]`, `Copy`, holds only integers (device
 // addresses as u64), and its layout equals `bl_recurrence_cluster_params` in
-// kernels/cuda/recurrence_cluster.cu (size asserted on both sides: 104 bytes; offsets pinned by
+// kernels/cuda/recurrence_cluster.cu (size asserted on both sides: 112 bytes; offsets pinned by
 // bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceClusterParams> {}
 
@@ -49,6 +49,9 @@ pub(crate) struct ClusterArgs {
     pub stall_cta: Option<u32>,
     /// Where this layer's final states go (`None`: nowhere).
     pub state: Option<StateSpans>,
+    /// Progress words `[batch, 2]` (u32) the kernel reports finished steps in, or `None` (the
+    /// contract's "Progress"; only for a layer whose output is device-mapped host memory).
+    pub progress: Option<Span>,
 }
 
 /// The cluster size and windows per cluster of `kernel`, or [`CudaError::Internal`] if it is not
@@ -99,6 +102,16 @@ pub(crate) fn check(
         check_direction_tensors(name, rows, args.proj[d], args.recurrent[d], args.bias[d])?;
     }
     check_output(name, rows, args.out)?;
+    // The writer warp stores whole 16-byte pieces of each row.
+    super::require_aligned(name, "output alignment", args.out.addr, 16)?;
+    let progress = match args.progress {
+        None => 0,
+        Some(words) => {
+            require(name, "progress words", 2 * args.batch, words.len)?;
+            super::require_aligned(name, "progress words alignment", words.addr, 4)?;
+            words.addr
+        }
+    };
     require(name, "error words", ERROR_WORDS, args.error.len)?;
     super::require_aligned(name, "error words alignment", args.error.addr, 4)?;
     let stall_cta = match args.stall_cta {
@@ -124,6 +137,7 @@ pub(crate) fn check(
         stall_cta,
         state_h,
         state_c,
+        progress,
     };
     Ok((params, grid))
 }
@@ -275,6 +289,7 @@ mod tests {
             max_active_clusters: 60,
             stall_cta: None,
             state: None,
+            progress: None,
         }
     }
 
@@ -293,6 +308,12 @@ mod tests {
         let mut a = args();
         a.stall_cta = Some(5);
         assert_eq!(check(&RECURRENCE_CLUSTER2, &a).unwrap().0.stall_cta, 5);
+        assert_eq!(p.progress, 0);
+        a.progress = Some(Span {
+            addr: 1 << 22,
+            len: 66,
+        });
+        assert_eq!(check(&RECURRENCE_CLUSTER2, &a).unwrap().0.progress, 1 << 22);
     }
 
     #[test]
@@ -329,5 +350,29 @@ mod tests {
         let mut a = args();
         a.stall_cta = Some(u32::MAX);
         assert!(check(k, &a).is_err());
+        // The writer warp's 16-byte stores; two progress words per window.
+        let mut a = args();
+        a.out.addr += 8;
+        assert!(matches!(
+            check(k, &a),
+            Err(CudaError::Contract {
+                what: "output alignment",
+                ..
+            })
+        ));
+        let mut a = args();
+        a.progress = Some(Span {
+            addr: 1 << 22,
+            len: 65,
+        });
+        assert!(matches!(
+            check(k, &a),
+            Err(CudaError::Contract {
+                what: "progress words",
+                needed: 66,
+                have: 65,
+                ..
+            })
+        ));
     }
 }

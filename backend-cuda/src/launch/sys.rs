@@ -146,8 +146,8 @@ pub(crate) unsafe fn record_on_raw_stream(
 /// # Safety
 /// `host` must point into a live `cuMemHostAlloc` allocation of the current context made with
 /// `CU_MEMHOSTALLOC_DEVICEMAP`.
-pub(crate) unsafe fn mapped_device_address(
-    host: *mut f32,
+pub(crate) unsafe fn mapped_device_address<T>(
+    host: *mut T,
 ) -> Result<u64, cudarc::driver::DriverError> {
     let mut address: u64 = 0;
     // SAFETY: the driver writes one CUdeviceptr (u64) into a live local; `host` is a mapped
