@@ -154,6 +154,10 @@ run_group bench 330 '"error"|^Error' bash -c "
     '$bin/bench' --batches $sweep --kinds auto --tiles small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph &&
     '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,32 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
+# phasetiles (not in the default run): per-layer projection and recurrence times with each
+# FP32 projection tile forced, at the latency batches.
+run_group phasetiles 200 'layer|batch' "$bin/bench" --batches 1,8,32,64 --kinds auto \
+    --tiles small,large,3xtf32,3xtf32s --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
 # ab (not in the default run; needs bin/bench-old, another tree's bench): the two benches in
 # turn, three rounds, device-resident FP32 at the latency batches.
 if [ -x "$bin/bench-old" ]; then
@@ -161,7 +165,7 @@ if [ -x "$bin/bench-old" ]; then
         for r in 1 2 3; do
             for v in bench-old bench; do
                 echo \"round \$r \$v\"
-                '$bin/'\$v --batches 1,8,32,64 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500
+                '$bin/'\$v --batches ${AB_BATCHES:-1,8,32,64} --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500
             done
         done"
 fi
@@ -277,8 +281,9 @@ fi
 # pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
 # on and off, beside the bench's own host and device-resident figures.
 if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
+    # hosttrace2: the copy threads and the progressive copy, each case's batch-32 and 64 medians.
     run_group hosttrace2 200 'median|batch|case' bash -c "
-        for c in 'BILSTM_COPY_THREADS=8' 'BILSTM_COPY_THREADS=12' 'BILSTM_COPY_THREADS=16' 'BILSTM_HOST_STREAMING=1' 'BILSTM_HOST_STREAMING=1 BILSTM_COPY_THREADS=12' 'BILSTM_HOST_PROGRESSIVE=0' 'BILSTM_HOST_PROGRESSIVE=0 BILSTM_COPY_THREADS=12' 'BILSTM_COPY_THREADS=8' 'BILSTM_COPY_THREADS=12'; do
+        for c in 'BILSTM_COPY_THREADS=8' 'BILSTM_COPY_THREADS=12' 'BILSTM_COPY_THREADS=16' 'BILSTM_HOST_PROGRESSIVE=0' 'BILSTM_HOST_PROGRESSIVE=0 BILSTM_COPY_THREADS=12'; do
             echo \"case \$c\"
             env \$c BILSTM_HOST_TRACE=1 '$bin/bilstm' bench --backend cuda --batches 32,64 --iters 20 --host 2>\"$out/ht2.txt\" >/dev/null
             grep 'batch 32:' \"$out/ht2.txt\" | tail -n 2

@@ -17,7 +17,8 @@ pub const MAX_COPY_THREADS: usize = 16;
 /// Threads (the caller's included) of [`CopyPool::for_host`] unless [`COPY_THREADS_ENV`] says
 /// otherwise, or fewer on a smaller host: measured on the H200 machine's host (Intel Xeon, 16
 /// vCPUs, 2026-12-01), one thread copies 10-15 GB/s, eight 61 GB/s (the 19 MB output of 32
-/// windows in 0.31 ms).
+/// windows in 0.31 ms); with 12 or 16 the batch-32 host forward was no faster (3.08 and 3.17 ms
+/// against 3.08 with 8, progressive copy, `hosttrace2` in `scripts/gpu-run.sh`).
 pub const DEFAULT_COPY_THREADS: usize = 8;
 
 /// The environment variable that sets the pool's threads (the caller's included; at most
@@ -207,46 +208,6 @@ impl Drop for Waiter<'_> {
     fn drop(&mut self) {
         self.0.wait();
     }
-}
-
-/// Copies `len` values from `src` to `dst` (not overlapping), with non-temporal (streaming)
-/// stores when `streaming` and the destination is 16-byte aligned: the destination's lines are
-/// then not read first, which saves a third of the memory traffic of a large copy. Callers that
-/// stream end with [`store_fence`] before anyone reads the destination.
-///
-/// # Safety
-/// `src` must be valid for reading and `dst` for writing `len` values, and the two must not
-/// overlap.
-pub(crate) unsafe fn copy_values(src: *const f32, dst: *mut f32, len: usize, streaming: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if streaming && (dst as usize).is_multiple_of(16) {
-        use std::arch::x86_64::{_mm_loadu_ps, _mm_stream_ps};
-        let whole = len / 4 * 4;
-        let mut i = 0;
-        while i < whole {
-            // SAFETY: i + 4 <= len, so both 16-byte accesses are inside the ranges the caller
-            // vouched for; `dst + i` is 16-byte aligned (dst is, and i is a multiple of 4). SSE
-            // is part of x86_64's baseline.
-            unsafe { _mm_stream_ps(dst.add(i), _mm_loadu_ps(src.add(i))) };
-            i += 4;
-        }
-        // SAFETY: the rest, inside both ranges (the caller's contract).
-        unsafe { std::ptr::copy_nonoverlapping(src.add(whole), dst.add(whole), len - whole) };
-        return;
-    }
-    let _ = streaming;
-    // SAFETY: the caller's contract.
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
-}
-
-/// Orders this thread's earlier streaming stores ([`copy_values`]) before its later stores (a
-/// no-op off x86_64).
-pub(crate) fn store_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `sfence` has no preconditions; SSE is part of x86_64's baseline.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
 }
 
 /// A destination pointer shared by the parts of a [`CopyPool::run`] call that each write their

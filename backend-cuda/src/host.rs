@@ -52,7 +52,7 @@ use cudarc::driver::{CudaContext, CudaEvent, PinnedHostSlice};
 
 use crate::backend::CudaBackend;
 use crate::buffers::span;
-use crate::copy_pool::{CopyPool, SharedOut, copy_values, store_fence};
+use crate::copy_pool::{CopyPool, SharedOut};
 use crate::error::CudaError;
 use crate::launch::Span;
 use crate::pass::Region;
@@ -296,14 +296,7 @@ impl CudaBackend {
             words,
             batch,
             frames,
-            streaming: streaming_from_env(),
         };
-        if std::env::var(PROGRESSIVE_ENV).is_ok_and(|v| v.trim() == "after") {
-            // Diagnostic: the same strided copy, but after the pass.
-            main.synchronize()
-                .map_err(CudaError::driver("finishing a forward pass"))?;
-            trace.mark("pass");
-        }
         let stats = CopyStats::new();
         let complete = copy_as_reported(pool, &rows, output, &st.pass_done, &stats);
         trace.mark("copy");
@@ -609,8 +602,6 @@ struct RowSource {
     words: *const u32,
     batch: usize,
     frames: usize,
-    /// Copy with streaming stores ([`STREAMING_ENV`]).
-    streaming: bool,
 }
 
 // SAFETY: the pointers are only read, at places the kernel's progress words (or the pass's end)
@@ -629,9 +620,12 @@ const EVENT_POLL: std::time::Duration = std::time::Duration::from_micros(50);
 /// A row is copied once both directions have reported it: frame t of a window is finished at
 /// step max(t, frames - 1 - t), so finished rows grow from the middle of the window outwards,
 /// and each report adds two runs of whole rows, contiguous in the mapped output and in `out`
-/// alike. (Copying each direction's half rows as they come, 512 bytes at a time 1 KiB apart,
-/// ran at a third of a contiguous copy's speed on the H200 machine's host: the whole 19 MB of
-/// batch 32 took 0.93 ms after the pass, against 0.26-0.32 ms contiguous.)
+/// alike. Measured on the H200 machine's host (Intel Xeon, 16 vCPUs, 2026-12-01, batch 32):
+/// copying each direction's half rows as they come, 512 bytes at a time 1 KiB apart, ran at a
+/// third of a contiguous copy's speed (the whole 19 MB took 0.93 ms after the pass, against
+/// 0.26-0.32 ms contiguous) and left 0.3-0.4 ms of copying after the pass; whole rows leave
+/// 0.07-0.15 ms. Streaming (non-temporal) stores and 12 or 16 threads instead of 8 were no
+/// faster.
 fn copy_as_reported(
     pool: &CopyPool,
     rows: &RowSource,
@@ -667,12 +661,7 @@ fn copy_as_reported(
         // rows (or the pass is over), so nothing writes them; each window belongs to one part,
         // so the destinations are disjoint.
         unsafe {
-            copy_values(
-                rows.values.add(at),
-                out_at.at(at),
-                range.len() * ROW,
-                rows.streaming,
-            );
+            std::ptr::copy_nonoverlapping(rows.values.add(at), out_at.at(at), range.len() * ROW);
         }
     };
     pool.run(parts, &|part| {
@@ -720,9 +709,6 @@ fn copy_as_reported(
                 all &= *have == Some((0, frames));
             }
             if all || over {
-                if rows.streaming {
-                    store_fence();
-                }
                 stats.part_done.fetch_max(stats.now_us(), Ordering::Relaxed);
                 return;
             }
@@ -797,14 +783,6 @@ pub(crate) fn progress_words(
         ctx.alloc_pinned_with_flags::<u32>(len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)
     }
     .ok()
-}
-
-/// The environment variable that makes the progressive copy use streaming stores (`1`).
-pub const STREAMING_ENV: &str = "BILSTM_HOST_STREAMING";
-
-/// Whether [`STREAMING_ENV`] is `1`.
-fn streaming_from_env() -> bool {
-    std::env::var(STREAMING_ENV).is_ok_and(|v| v.trim() == "1")
 }
 
 /// The environment variable that turns the progressive copy off (`0`): the zero-copy pass's

@@ -235,8 +235,9 @@ fn the_tf32_projection_is_real_from_8_0_and_rounds_to_nearest_even() {
 }
 
 /// The 3xTF32 projection per architecture: the real kernels from 8.0 on, with three `mma.sync`
-/// TF32 products per fragment pair (one k-step's loop body per entry in the PTX: 3 x the warp
-/// tile's mma tiles, for the large and the small entry, which share the module), the same
+/// TF32 products per fragment pair (one k-step's loop body per entry in the PTX, two for the
+/// large entry from 9.0 on: 3 x the warp tile's mma tiles per k-step, for the large and the small
+/// entry, which share the module), the same
 /// ties-to-even rounding as the TF32 tile (no `cvt.rna`), and trap stubs before 8.0.
 #[test]
 fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
@@ -259,9 +260,11 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
                 g::PROJ_TF32X3_SMALL_WARP_ROWS,
                 g::PROJ_TF32X3_SMALL_WARP_COLS,
             );
+            // The large tile's k-loop runs two k-steps per iteration from 9.0 on.
+            let large_unroll = if arch >= (9, 0) { 2 } else { 1 };
             assert_eq!(
                 ptx.matches(mma).count(),
-                3 * (large + small),
+                3 * (large * large_unroll + small),
                 "{arch:?}: mma count"
             );
             assert_eq!(ptx.matches(".entry bilstm_projection_tf32x3").count(), 2);

@@ -56,8 +56,9 @@
 //   BILSTM_PROJ_TF32X3_SMALL_WARP_ROWS, BILSTM_PROJ_TF32X3_SMALL_WARP_COLS,
 //   BILSTM_PROJ_TF32X3_SMALL_B_ROW_FLOATS, BILSTM_PROJ_TF32X3_SMALL_SHARED_BYTES.
 //
-// Design: one template body, two tile sizes, 8 warps each. The large tile is 128 x 128 in warp
-// tiles of 32 x 64 (2 x 8 mma tiles of 16 x 8, 64 FP32 accumulators per thread; 186 registers,
+// Design: one template body, two tile sizes, 8 warps each (on 9.0 the large tile unrolls its
+// k-loop by two: K_UNROLL). The large tile is 128 x 128 in warp
+// tiles of 32 x 64 (2 x 8 mma tiles of 16 x 8, 64 FP32 accumulators per thread; 245 registers on 9.0,
 // one block per SM on 9.0); the small one 64 x 128 in warp tiles of 32 x 32 (32 accumulators,
 // 119 registers, two blocks per SM), which gives small batches more blocks. (The TF32 kernel's
 // 64 x 64 warp tiles do not fit the fresh step accumulators: ptxas spilled at 255 registers.)
@@ -116,6 +117,13 @@ struct bl_x3_tile {
     static constexpr int A_FLOATS = ROWS * LDA;
     static constexpr int B_FLOATS = KT * LDB;  // one weight part's K tile
     static constexpr int K_TILE = KT;
+    // k-steps of a K tile unrolled together (1: one at a time): two for the large tile on 9.0
+    // and later (245 registers there; 8.x spills with it, the small tile everywhere).
+#if __CUDA_ARCH__ >= 900
+    static constexpr int K_UNROLL = ROWS == 128 ? 2 : 1;
+#else
+    static constexpr int K_UNROLL = 1;
+#endif
     static constexpr int A_ROW = LDA;
     static constexpr int B_ROW = LDB;
 
@@ -234,7 +242,7 @@ __device__ __forceinline__ void bl_projection_tf32x3(const bl_projection_params&
         const float* b_s = bl_x3_shared + stage * T::STAGE_FLOATS + T::A_FLOATS + warp_n * T::NT * BL_X3_MMA_N;
         // One k-step at a time (not unrolled: overlapping two k-steps' fragments costs more
         // registers than the small tile's two blocks per SM allow).
-#pragma unroll 1
+#pragma unroll T::K_UNROLL
         for (int kk = 0; kk < BL_X3_KT; kk += BL_X3_MMA_K) {
             bl_u32 a_hi[T::MT][4];
             bl_u32 a_lo[T::MT][4];
