@@ -176,6 +176,14 @@ run_group x3bench 240 '"error"|^Error' bash -c "
     '$bin/bench' --batches $sweep --kinds auto --tiles auto,small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,8,32 --kinds auto --tiles 3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
 cat "$out/bench.log" "$out/x3bench.log" 2>/dev/null | grep -E '^\{' >"$out/bench.jsonl"
+# latency (not in the default run): the auto plan's FP32 figures at the issue tables' batches,
+# eager and graph, for a short final call; cudnnfp32 is cuDNN FP32 at the same batches.
+run_group latency 120 '"error"|^Error' "$bin/bench" --batches 1,8,32,64,256,1024 --kinds auto \
+    --tiles auto --maths fp32 --iters 20 --case-ms 500
+if command -v python3 >/dev/null 2>&1; then
+    run_group cudnnfp32 120 '^torch|Error|error|batch' python3 "$here/cudnn_baseline.py" \
+        --batches 1,8,32,64,256,1024 --maths fp32 --reps 20 --json "$out/cudnnfp32.json"
+fi
 run_group phases 60 "$tests_filter|batch .*pass|layer|all " "$bin/gpu_phases" "${gpu_flags[@]}"
 if command -v python3 >/dev/null 2>&1; then
     run_group cudnn 150 '^torch|Error|error' python3 "$here/cudnn_baseline.py" --batches "$sweep" --maths fp32,tf32 \

@@ -32,8 +32,12 @@
 //! a 19 MB copy after the pass (batch 32). `BILSTM_HOST_TRACE=1` prints each unsplit pass's
 //! phases.
 //!
-//! The copies are from and to the caller's (pageable) slices: the driver stages them, and the
-//! host thread is what waits, while the GPU computes on the main stream. The error words are
+//! The chunks' copies go through the page-locked memory of the unsplit path (its input staging
+//! and mapped output, each a 64-window chunk): the copy threads move each chunk's input into
+//! it before an asynchronous upload, and each chunk's output arrives there by DMA and leaves on
+//! the copy threads, while the GPU computes the next chunk on the main stream (with
+//! `BILSTM_HOST_STAGING=0`, or chunks larger than that memory, the driver stages the caller's
+//! pageable slices itself, one thread at 10-17 GB/s). The error words are
 //! zeroed once before chunk 0 and read once at the end, so a partner lost in any chunk is
 //! reported (later chunks' kernels stop waiting as soon as they see the report); on any error
 //! both streams are drained and the output must be treated as unwritten. The output bits equal
@@ -359,10 +363,61 @@ impl CudaBackend {
     ) -> Result<(), CudaError> {
         let shape = self.config().ok_or(CoreError::NotPrepared)?.shape;
         let (in_per, out_per) = (shape.input_len(1)?, shape.output_len(1)?);
+        self.clear_error_words()?;
+        let staging = self.chunk_staging(chunks, in_per, out_per)?;
+        let pool = self.copy_pool.take().unwrap_or_else(CopyPool::for_host);
+        let run = self.copy_chunks(input, output, chunks, plans, staging, &pool);
+        self.copy_pool = Some(pool);
+        run
+    }
+
+    /// The page-locked staging of the pipelined path: the unsplit pass's input staging and
+    /// mapped output memory (allocated on first use), when staging is on and they hold a chunk;
+    /// `None` otherwise (the driver then stages the caller's pageable slices itself).
+    fn chunk_staging(
+        &mut self,
+        chunks: &[(usize, usize)],
+        in_per: usize,
+        out_per: usize,
+    ) -> Result<Option<ChunkStaging>, CudaError> {
+        let widest = chunks.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        if !self.staging {
+            return Ok(None);
+        }
+        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
+        let host = st
+            .host
+            .get_or_insert_with(|| HostBuffers::allocate(&self.device.ctx, &st.config));
+        match (host.staged_in.as_mut(), host.mapped_out.as_mut()) {
+            (Some(i), Some(o)) if widest * in_per <= i.len() && widest * out_per <= o.len() => {
+                Ok(Some(ChunkStaging {
+                    input: i
+                        .as_mut_ptr()
+                        .map_err(CudaError::driver("reaching the input staging memory"))?,
+                    output: o
+                        .as_mut_ptr()
+                        .map_err(CudaError::driver("reaching the output staging memory"))?,
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The chunk loop of [`CudaBackend::run_chunks`].
+    fn copy_chunks(
+        &mut self,
+        input: &[f32],
+        output: &mut [f32],
+        chunks: &[(usize, usize)],
+        plans: &[bilstm_core::plan::Plan],
+        staging: Option<ChunkStaging>,
+        pool: &CopyPool,
+    ) -> Result<(), CudaError> {
+        let shape = self.config().ok_or(CoreError::NotPrepared)?.shape;
+        let (in_per, out_per) = (shape.input_len(1)?, shape.output_len(1)?);
         let main = self.device.main.clone();
         let copy = self.device.copy.clone();
         let last_layer = (shape.layers - 1) % 2;
-        self.clear_error_words()?;
 
         // Uploads chunk k into its window region of the input buffer, and makes the main
         // stream wait for it.
@@ -375,8 +430,19 @@ impl CudaBackend {
                 .input
                 .try_slice_mut(range.clone())
                 .ok_or_else(|| short("input"))?;
-            copy.memcpy_htod(&input[range], &mut dst)
-                .map_err(CudaError::driver("uploading a chunk of the input"))?;
+            match staging {
+                Some(stage) => {
+                    // SAFETY: `stage.input` holds at least the widest chunk's input
+                    // (chunk_staging checked), and nothing reads it now: the copy stream, the
+                    // only reader, was synchronized after the previous chunk's upload (below).
+                    let staged =
+                        unsafe { std::slice::from_raw_parts_mut(stage.input, range.len()) };
+                    pool.copy(&input[range], staged);
+                    copy.memcpy_htod(&*staged, &mut dst)
+                }
+                None => copy.memcpy_htod(&input[range], &mut dst),
+            }
+            .map_err(CudaError::driver("uploading a chunk of the input"))?;
             st.chunk_uploaded
                 .record(&copy)
                 .map_err(CudaError::driver("recording a chunk's upload"))?;
@@ -421,9 +487,25 @@ impl CudaBackend {
             let src = st.buffers.layer_out[last_layer]
                 .try_slice(range.clone())
                 .ok_or_else(|| short("output"))?;
-            // Pageable destination: returns once the chunk is in `output`.
-            copy.memcpy_dtoh(&src, &mut output[range])
-                .map_err(CudaError::driver("downloading a chunk of the output"))?;
+            match staging {
+                Some(stage) => {
+                    // SAFETY: `stage.output` holds at least the widest chunk's output
+                    // (chunk_staging checked); the previous chunk's copy out of it has
+                    // returned, and nothing else uses it during a pipelined forward.
+                    let staged =
+                        unsafe { std::slice::from_raw_parts_mut(stage.output, range.len()) };
+                    // Page-locked: a DMA at the bus's speed; the copy threads then move it.
+                    copy.memcpy_dtoh(&src, staged)
+                        .map_err(CudaError::driver("downloading a chunk of the output"))?;
+                    copy.synchronize()
+                        .map_err(CudaError::driver("downloading a chunk of the output"))?;
+                    pool.copy(staged, &mut output[range]);
+                }
+                // Pageable destination: returns once the chunk is in `output`.
+                None => copy
+                    .memcpy_dtoh(&src, &mut output[range])
+                    .map_err(CudaError::driver("downloading a chunk of the output"))?,
+            }
         }
         copy.synchronize()
             .map_err(CudaError::driver("finishing the chunk copies"))
@@ -591,6 +673,14 @@ impl HostTrace {
             );
         }
     }
+}
+
+/// The page-locked staging of a pipelined forward ([`HostBuffers`]' input staging and mapped
+/// output memory, each holding one chunk).
+#[derive(Clone, Copy)]
+struct ChunkStaging {
+    input: *mut f32,
+    output: *mut f32,
 }
 
 /// The zero-copy output of a running pass and its progress words (see the "Progress" contract
