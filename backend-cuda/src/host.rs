@@ -553,9 +553,24 @@ impl HostBuffers {
     }
 }
 
+/// `len` (at least 1) page-locked host values allocated with `flags`, or `None` when the driver
+/// refuses them.
+fn pinned<T: cudarc::driver::DeviceRepr>(
+    ctx: &Arc<CudaContext>,
+    len: usize,
+    flags: u32,
+) -> Option<PinnedHostSlice<T>> {
+    // SAFETY: the memory is uninitialised until written, and every user here reads only values
+    // that a pass, a DMA or the host wrote first: the mapped output after the pass (or the rows
+    // its progress words report), the staging memory after the copy into it, the progress words
+    // after `host_forward` zeroed them. T is f32 or u32, valid for every bit pattern; `len` is
+    // bounded by a 64-window output (no overflow).
+    unsafe { ctx.alloc_pinned_with_flags::<T>(len.max(1), flags) }.ok()
+}
+
 /// Page-locked, device-mapped host memory for the output of `min(max_batch,
-/// ZERO_COPY_MAX_WINDOWS)` windows of `shape`, or `None` when the driver refuses it (the host
-/// pass then downloads as usual).
+/// ZERO_COPY_MAX_WINDOWS)` windows of `shape` (the zero-copy last layer writes it; the pipelined
+/// path downloads each chunk into it), or `None` when the driver refuses it.
 pub(crate) fn mapped_output(
     ctx: &Arc<CudaContext>,
     shape: &StackShape,
@@ -563,35 +578,21 @@ pub(crate) fn mapped_output(
 ) -> Option<PinnedHostSlice<f32>> {
     let len = shape
         .output_len(max_batch.min(ZERO_COPY_MAX_WINDOWS))
-        .ok()?
-        .max(1);
-    // SAFETY: the memory is uninitialised until a pass writes it; it is read only after a
-    // pass wrote the first `output.len()` values (`host_forward`), never before. f32 is valid
-    // for every bit pattern. The length is bounded by a 64-window output (no overflow).
-    unsafe {
-        ctx.alloc_pinned_with_flags::<f32>(len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)
-    }
-    .ok()
+        .ok()?;
+    pinned(ctx, len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)
 }
 
 /// Page-locked host memory for the input of `min(max_batch, ZERO_COPY_MAX_WINDOWS)` windows of
-/// `shape`, which an unsplit host pass copies the caller's input into (on the copy pool) before
-/// one asynchronous upload; `None` when the driver refuses it (the pass then uploads from the
-/// caller's pageable slice).
+/// `shape`, which the copy threads fill from the caller's input before one asynchronous upload,
+/// or `None` when the driver refuses it (uploads then come from the caller's pageable slice).
+/// Plain cached memory (not write-combined; the two were not compared).
 pub(crate) fn staged_input(
     ctx: &Arc<CudaContext>,
     shape: &StackShape,
     max_batch: usize,
 ) -> Option<PinnedHostSlice<f32>> {
-    let len = shape
-        .input_len(max_batch.min(ZERO_COPY_MAX_WINDOWS))
-        .ok()?
-        .max(1);
-    // SAFETY: the memory is uninitialised until `host_forward` copies an input into it, and only
-    // the part it copied is uploaded. f32 is valid for every bit pattern. The length is bounded by
-    // a 64-window input (no overflow). Not write-combined: the host writes it in whole lines and
-    // never reads it, but plain cached memory measured no slower for the DMA.
-    unsafe { ctx.alloc_pinned_with_flags::<f32>(len, 0) }.ok()
+    let len = shape.input_len(max_batch.min(ZERO_COPY_MAX_WINDOWS)).ok()?;
+    pinned(ctx, len, 0)
 }
 
 /// The environment variable that turns the host path's trace on (`1`): every unsplit host
@@ -866,13 +867,11 @@ pub(crate) fn progress_words(
     ctx: &Arc<CudaContext>,
     max_batch: usize,
 ) -> Option<PinnedHostSlice<u32>> {
-    let len = 2 * max_batch.clamp(1, ZERO_COPY_MAX_WINDOWS);
-    // SAFETY: the words are written (zeroed) by `host_forward` before any pass reads or reports
-    // in them; u32 is valid for every bit pattern.
-    unsafe {
-        ctx.alloc_pinned_with_flags::<u32>(len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)
-    }
-    .ok()
+    pinned(
+        ctx,
+        2 * max_batch.clamp(1, ZERO_COPY_MAX_WINDOWS),
+        cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP,
+    )
 }
 
 /// The environment variable that turns the progressive copy off (`0`): the zero-copy pass's
