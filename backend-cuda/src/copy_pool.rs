@@ -3,9 +3,9 @@
 //!
 //! Spawning threads for every forward pass costs tens of microseconds each, on a path whose
 //! whole budget at batch 32 is a fraction of a millisecond (issue 11). The pool's threads are
-//! started once, when the backend is prepared, and sleep on a channel between passes.
+//! started once, by the backend's first host pass, and sleep on a channel between passes.
 //! [`CopyPool::run`] is a scoped parallel loop: it returns only after every part has run, so
-//! the parts may borrow from the caller.
+//! the parts may borrow from the caller, and it says whether a part panicked.
 
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -33,6 +33,8 @@ pub const MIN_PARALLEL_VALUES: usize = 1 << 20;
 struct Latch {
     left: Mutex<usize>,
     zero: Condvar,
+    /// A part handed to a worker panicked (its work may be incomplete).
+    panicked: std::sync::atomic::AtomicBool,
 }
 
 impl Latch {
@@ -76,6 +78,11 @@ struct CountDown(Arc<Latch>);
 
 impl Drop for CountDown {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0
+                .panicked
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         self.0.count_down();
     }
 }
@@ -130,17 +137,19 @@ impl CopyPool {
     }
 
     /// Runs `body(part)` for every part in `0..parts`, spread over the pool's threads and the
-    /// caller's; returns when all have returned. Parts beyond the pool's size queue behind
-    /// others on the same thread.
-    pub fn run(&self, parts: usize, body: &(dyn Fn(usize) + Sync)) {
+    /// caller's; returns when all have returned: true, or false if a part on a worker panicked
+    /// (its work may be incomplete; a part on the caller's thread unwinds as usual). Parts
+    /// beyond the pool's size queue behind others on the same thread.
+    pub fn run(&self, parts: usize, body: &(dyn Fn(usize) + Sync)) -> bool {
         if parts == 0 {
-            return;
+            return true;
         }
         // Counts the parts handed to workers (never those run here), so that the caller waits
         // for exactly those, also when one of its own parts panics.
         let latch = Arc::new(Latch {
             left: Mutex::new(0),
             zero: Condvar::new(),
+            panicked: false.into(),
         });
         // SAFETY: only the lifetime is erased. `waiter` does not let this function return (or
         // unwind) before every part handed to a worker has run and counted down, so `body`
@@ -173,6 +182,7 @@ impl CopyPool {
         }
         body(0);
         drop(waiter);
+        !latch.panicked.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Copies `src` into `dst` (the shorter length of the two) on the pool's threads, or on the
@@ -189,7 +199,7 @@ impl CopyPool {
         let per = len.div_ceil(threads).next_multiple_of(16);
         let parts = len.div_ceil(per);
         let out = SharedOut(dst.as_mut_ptr());
-        self.run(parts, &|part| {
+        let complete = self.run(parts, &|part| {
             let start = part * per;
             let end = (start + per).min(len);
             let piece = &src[start..end];
@@ -198,6 +208,10 @@ impl CopyPool {
             let to = unsafe { std::slice::from_raw_parts_mut(out.at(start), end - start) };
             to.copy_from_slice(piece);
         });
+        if !complete {
+            // A part that panicked may have copied nothing: copy everything here.
+            dst.copy_from_slice(src);
+        }
     }
 }
 
@@ -256,6 +270,19 @@ mod tests {
                 "{threads} threads"
             );
         }
+    }
+
+    #[test]
+    fn a_panicking_part_is_reported_and_the_pool_still_runs_every_part() {
+        let pool = CopyPool::new(3);
+        // Part 1 runs on the first worker, which dies with it.
+        assert!(!pool.run(3, &|part| assert_ne!(part, 1, "part {part}")));
+        // That worker's parts now run on the caller; none is lost.
+        let hits: Vec<AtomicUsize> = (0..7).map(|_| AtomicUsize::new(0)).collect();
+        assert!(pool.run(hits.len(), &|part| {
+            hits[part].fetch_add(1, Ordering::Relaxed);
+        }));
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
     }
 
     #[test]

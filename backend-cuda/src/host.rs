@@ -309,7 +309,8 @@ impl CudaBackend {
             .map_err(CudaError::driver("finishing a forward pass"))?;
         trace.mark("wait");
         if !complete {
-            // The event could not be queried: the pass is over now, copy everything.
+            // The event could not be queried, or a copy thread panicked: the pass is over now,
+            // copy everything.
             // SAFETY: the pass has finished (synchronized above), nothing writes the mapped
             // output any more, and it holds at least output.len() values (host_forward checked).
             let values = unsafe { std::slice::from_raw_parts(mapped, output.len()) };
@@ -705,8 +706,8 @@ const EVENT_POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Copies every row of `rows` into `out` (`batch * frames * 256` values) as the progress words
 /// report it, on every thread of `pool`, each thread taking every n-th window; after `done`
-/// completes, copies whatever is left. False if `done` could not be queried (rows may then be
-/// missing).
+/// completes, copies whatever is left. False if `done` could not be queried or a copy thread
+/// panicked (rows may then be missing).
 ///
 /// A row is copied once both directions have reported it: frame t of a window is finished at
 /// step max(t, frames - 1 - t), so finished rows grow from the middle of the window outwards,
@@ -755,7 +756,7 @@ fn copy_as_reported(
             std::ptr::copy_nonoverlapping(rows.values.add(at), out_at.at(at), range.len() * ROW);
         }
     };
-    pool.run(parts, &|part| {
+    let complete = pool.run(parts, &|part| {
         let windows: Vec<usize> = (part..batch).step_by(parts).collect();
         // Rows lo..hi of each window are copied (empty until both directions meet).
         let mut copied: Vec<Option<(usize, usize)>> = vec![None; windows.len()];
@@ -821,7 +822,7 @@ fn copy_as_reported(
             std::hint::spin_loop();
         }
     });
-    !failed.load(Ordering::Relaxed)
+    complete && !failed.load(Ordering::Relaxed)
 }
 
 /// What a progressive copy saw (for [`HOST_TRACE_ENV`]): rows copied as reported and after the
