@@ -527,7 +527,17 @@ pub const ZERO_COPY_ENV: &str = "BILSTM_ZERO_COPY";
 
 /// Whether [`ZERO_COPY_ENV`] leaves the zero-copy path on (anything but `0`).
 pub(crate) fn zero_copy_from_env() -> bool {
-    std::env::var(ZERO_COPY_ENV).map_or(true, |v| v.trim() != "0")
+    on_unless_zero(std::env::var(ZERO_COPY_ENV).ok().as_deref())
+}
+
+/// A switch that is on unless its environment variable is `0` (unset: on).
+fn on_unless_zero(value: Option<&str>) -> bool {
+    value.is_none_or(|v| v.trim() != "0")
+}
+
+/// A switch that is off unless its environment variable is `1` (unset: off).
+fn off_unless_one(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim() == "1")
 }
 
 /// The page-locked memory of unsplit host passes (see the [module docs](self)); each part is
@@ -608,12 +618,12 @@ pub const STAGING_ENV: &str = "BILSTM_HOST_STAGING";
 
 /// Whether [`HOST_TRACE_ENV`] is `1`.
 pub(crate) fn host_trace_from_env() -> bool {
-    std::env::var(HOST_TRACE_ENV).is_ok_and(|v| v.trim() == "1")
+    off_unless_one(std::env::var(HOST_TRACE_ENV).ok().as_deref())
 }
 
 /// Whether [`STAGING_ENV`] leaves the input staging on (anything but `0`).
 pub(crate) fn staging_from_env() -> bool {
-    std::env::var(STAGING_ENV).map_or(true, |v| v.trim() != "0")
+    on_unless_zero(std::env::var(STAGING_ENV).ok().as_deref())
 }
 
 /// The phases of one host pass, printed by [`HostTrace::report`] when [`HOST_TRACE_ENV`] is on.
@@ -881,7 +891,7 @@ pub const PROGRESSIVE_ENV: &str = "BILSTM_HOST_PROGRESSIVE";
 
 /// Whether [`PROGRESSIVE_ENV`] leaves the progressive copy on (anything but `0`).
 pub(crate) fn progressive_from_env() -> bool {
-    std::env::var(PROGRESSIVE_ENV).map_or(true, |v| v.trim() != "0")
+    on_unless_zero(std::env::var(PROGRESSIVE_ENV).ok().as_deref())
 }
 
 /// The environment variable that sets the host path's chunk in windows (0: never split).
@@ -910,6 +920,21 @@ fn short(what: &str) -> CudaError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switches_read_zero_as_off_and_one_as_on() {
+        for (value, on, trace) in [
+            (None, true, false),
+            (Some("0"), false, false),
+            (Some(" 0 "), false, false),
+            (Some("1"), true, true),
+            (Some("yes"), true, false),
+            (Some(""), true, false),
+        ] {
+            assert_eq!(on_unless_zero(value), on, "{value:?}");
+            assert_eq!(off_unless_one(value), trace, "{value:?}");
+        }
+    }
 
     #[test]
     fn host_chunks_parse_whole_windows_and_fall_back_to_the_default() {
