@@ -19,27 +19,14 @@ use bilstm_cpu::{CpuBackend, Isa};
 /// Runs `batch` windows of `frames` frames through the CPU backend and the reference, prints
 /// and returns the relative L2 error.
 fn rel_l2(label: &str, frames: usize, batch: usize, weight_seed: u64, input_seed: u64) -> f64 {
-    rel_l2_scaled(label, frames, batch, weight_seed, input_seed, 1.0)
-}
-
-/// [`rel_l2_on`] on a new `CpuBackend` (the detected instruction set, default tiles).
-fn rel_l2_scaled(
-    label: &str,
-    frames: usize,
-    batch: usize,
-    weight_seed: u64,
-    input_seed: u64,
-    input_scale: f32,
-) -> f64 {
-    let cpu = CpuBackend::new();
     rel_l2_on(
-        cpu,
+        CpuBackend::new(),
         label,
         frames,
         batch,
         weight_seed,
         input_seed,
-        input_scale,
+        1.0,
     )
 }
 
@@ -113,7 +100,15 @@ fn short_windows() {
 /// Inputs 30 times larger push most gates into saturation (|pre-activation| in the tens).
 #[test]
 fn saturated_gates() {
-    rel_l2_scaled("saturated gates (inputs x30)", 64, 3, 301, 5, 30.0);
+    rel_l2_on(
+        CpuBackend::new(),
+        "saturated gates (inputs x30)",
+        64,
+        3,
+        301,
+        5,
+        30.0,
+    );
 }
 
 /// The 512-bit kernels against the f64 reference (full windows at batches 1 and 8, short

@@ -134,9 +134,7 @@ impl CudaBackend {
         let main = self.device.main.clone();
         let pool = self.copy_pool.get_or_insert_with(CopyPool::for_host);
         let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
-        let host = st
-            .host
-            .get_or_insert_with(|| HostBuffers::allocate(&self.device.ctx, &st.config));
+        let host = HostBuffers::of(&mut st.host, &st.config, &self.device.ctx);
         {
             let mut dst = st
                 .buffers
@@ -164,19 +162,11 @@ impl CudaBackend {
         }
         trace.mark("upload");
         let input_span = span(&st.buffers.input, &main);
-        let mapped = match host.mapped_out.as_mut() {
-            Some(m) if self.zero_copy && output.len() <= m.len() => {
-                let host = m
-                    .as_mut_ptr()
-                    .map_err(CudaError::driver("reaching the mapped output"))?;
-                // SAFETY: `host` is the start of `mapped_out`, allocated by `mapped_output` in
-                // this backend's context with CU_MEMHOSTALLOC_DEVICEMAP and alive with `st`.
-                let addr = unsafe { crate::launch::sys::mapped_device_address(host) }
-                    .map_err(CudaError::driver("mapping the output for the device"))?;
-                Some(Span { addr, len: m.len() })
-            }
-            _ => None,
-        };
+        let mapped = host
+            .mapped_out
+            .as_ref()
+            .filter(|m| self.zero_copy && output.len() <= m.host.len())
+            .map(Mapped::span);
         // The progressive copy: the cluster last layer reports finished rows while it runs and
         // the copy threads copy them meanwhile (needs two threads: one may wait on the GPU).
         let progress = match host.progress.as_mut() {
@@ -185,25 +175,15 @@ impl CudaBackend {
                     && self.progressive
                     && pool.threads() >= 2
                     && plan.schedule.choice.cluster().is_some()
-                    && 2 * batch <= words.len() =>
+                    && 2 * batch <= words.host.len() =>
             {
                 // No pass is running (the previous one was waited for): the host may write.
                 words
+                    .host
                     .as_mut_slice()
                     .map_err(CudaError::driver("reaching the progress words"))?
                     .fill(0);
-                let host = words
-                    .as_mut_ptr()
-                    .map_err(CudaError::driver("reaching the progress words"))?;
-                // SAFETY: `host` is the start of `progress`, allocated by `progress_words` in
-                // this backend's context with CU_MEMHOSTALLOC_DEVICEMAP and alive with `st`.
-                let addr = unsafe { crate::launch::sys::mapped_device_address(host) }.map_err(
-                    CudaError::driver("mapping the progress words for the device"),
-                )?;
-                Some(Span {
-                    addr,
-                    len: words.len(),
-                })
+                Some(words.span())
             }
             _ => None,
         };
@@ -229,6 +209,7 @@ impl CudaBackend {
                 .and_then(|h| h.mapped_out.as_ref())
                 .ok_or_else(|| short("mapped output"))?;
             let values = m
+                .host
                 .as_slice()
                 .map_err(CudaError::driver("reading the mapped output"))?;
             let pool = self.copy_pool.get_or_insert_with(CopyPool::for_host);
@@ -286,12 +267,14 @@ impl CudaBackend {
             .mapped_out
             .as_ref()
             .ok_or_else(|| short("mapped output"))?
+            .host
             .as_ptr()
             .map_err(CudaError::driver("reading the mapped output"))?;
         let words = host
             .progress
             .as_ref()
             .ok_or_else(|| short("progress words"))?
+            .host
             .as_ptr()
             .map_err(CudaError::driver("reading the progress words"))?;
         let pool = self.copy_pool.get_or_insert_with(CopyPool::for_host);
@@ -304,7 +287,7 @@ impl CudaBackend {
         let stats = CopyStats::new();
         let complete = copy_as_reported(pool, &rows, output, &st.pass_done, &stats);
         trace.mark("copy");
-        trace.note(stats.describe());
+        trace.note(|| stats.describe());
         main.synchronize()
             .map_err(CudaError::driver("finishing a forward pass"))?;
         trace.mark("wait");
@@ -386,16 +369,17 @@ impl CudaBackend {
             return Ok(None);
         }
         let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
-        let host = st
-            .host
-            .get_or_insert_with(|| HostBuffers::allocate(&self.device.ctx, &st.config));
+        let host = HostBuffers::of(&mut st.host, &st.config, &self.device.ctx);
         match (host.staged_in.as_mut(), host.mapped_out.as_mut()) {
-            (Some(i), Some(o)) if widest * in_per <= i.len() && widest * out_per <= o.len() => {
+            (Some(i), Some(o))
+                if widest * in_per <= i.len() && widest * out_per <= o.host.len() =>
+            {
                 Ok(Some(ChunkStaging {
                     input: i
                         .as_mut_ptr()
                         .map_err(CudaError::driver("reaching the input staging memory"))?,
                     output: o
+                        .host
                         .as_mut_ptr()
                         .map_err(CudaError::driver("reaching the output staging memory"))?,
                 }))
@@ -545,14 +529,57 @@ fn off_unless_one(value: Option<&str>) -> bool {
 #[derive(Debug)]
 pub(crate) struct HostBuffers {
     /// Device-mapped memory the last layer writes the output into ([`mapped_output`]).
-    pub(crate) mapped_out: Option<PinnedHostSlice<f32>>,
+    pub(crate) mapped_out: Option<Mapped<f32>>,
     /// The input's staging memory ([`staged_input`]).
     pub(crate) staged_in: Option<PinnedHostSlice<f32>>,
     /// Device-mapped progress words of the last layer ([`progress_words`]).
-    pub(crate) progress: Option<PinnedHostSlice<u32>>,
+    pub(crate) progress: Option<Mapped<u32>>,
+}
+
+/// Page-locked, device-mapped host memory and its device address (looked up once, when it is
+/// allocated, not on every pass).
+#[derive(Debug)]
+pub(crate) struct Mapped<T> {
+    pub(crate) host: PinnedHostSlice<T>,
+    device: u64,
+}
+
+impl<T> Mapped<T> {
+    /// The memory as kernels address it.
+    pub(crate) fn span(&self) -> Span {
+        Span {
+            addr: self.device,
+            len: self.host.len(),
+        }
+    }
+}
+
+/// `len` device-mapped page-locked values, or `None` when the driver refuses them or their
+/// device address.
+fn mapped<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    ctx: &Arc<CudaContext>,
+    len: usize,
+) -> Option<Mapped<T>> {
+    let mut host = pinned::<T>(ctx, len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
+    let start = host.as_mut_ptr().ok()?;
+    // SAFETY: `start` is the start of `host`, just allocated with CU_MEMHOSTALLOC_DEVICEMAP in
+    // `ctx`, which the allocation made current on this thread; `host` lives as long as the
+    // returned value, so the address stays valid with it.
+    let device = unsafe { crate::launch::sys::mapped_device_address(start) }.ok()?;
+    Some(Mapped { host, device })
 }
 
 impl HostBuffers {
+    /// The host-pass memory in `slot` (a `Prepared`'s), allocated for `config` by the first
+    /// call.
+    pub(crate) fn of<'a>(
+        slot: &'a mut Option<HostBuffers>,
+        config: &bilstm_core::BackendConfig,
+        ctx: &Arc<CudaContext>,
+    ) -> &'a mut Self {
+        slot.get_or_insert_with(|| HostBuffers::allocate(ctx, config))
+    }
+
     /// Allocates them for passes of up to `min(config.max_batch, ZERO_COPY_MAX_WINDOWS)`
     /// windows (about 48 MB page-locked at 64 windows of 589 frames).
     pub(crate) fn allocate(ctx: &Arc<CudaContext>, config: &bilstm_core::BackendConfig) -> Self {
@@ -586,11 +613,11 @@ pub(crate) fn mapped_output(
     ctx: &Arc<CudaContext>,
     shape: &StackShape,
     max_batch: usize,
-) -> Option<PinnedHostSlice<f32>> {
+) -> Option<Mapped<f32>> {
     let len = shape
         .output_len(max_batch.min(ZERO_COPY_MAX_WINDOWS))
         .ok()?;
-    pinned(ctx, len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)
+    mapped(ctx, len)
 }
 
 /// Page-locked host memory for the input of `min(max_batch, ZERO_COPY_MAX_WINDOWS)` windows of
@@ -608,8 +635,12 @@ pub(crate) fn staged_input(
 
 /// The environment variable that turns the host path's trace on (`1`): every unsplit host
 /// pass prints one line to stderr with the milliseconds of its phases (`stage`: the caller's
-/// input into page-locked memory, `upload`, `queue`: the kernels queued, `wait`: the GPU
-/// finishing, `copy`: the mapped output into the caller's slice, `download`).
+/// input into page-locked memory, `upload`, `queue`: the kernels queued; then with the
+/// progressive copy `layers`: until the last layer starts, `copy`: the rows copied while it runs
+/// and after, `wait`: the pass's end, `recopy`: only after a failed copy; else `wait`: the GPU
+/// finishing and `copy`: the mapped output into the caller's slice; `download`: the final
+/// states, if asked for), then the total and, for the progressive copy, what the copy threads
+/// saw. `bilstm run` adds one line of its own phases.
 pub const HOST_TRACE_ENV: &str = "BILSTM_HOST_TRACE";
 
 /// The environment variable that turns the page-locked input staging off (`0`): the caller's
@@ -659,10 +690,10 @@ impl HostTrace {
         }
     }
 
-    /// Adds a remark to the pass's line.
-    fn note(&mut self, note: String) {
+    /// Adds a remark to the pass's line (made only when the trace is on).
+    fn note(&mut self, note: impl FnOnce() -> String) {
         if self.on {
-            self.notes.push(note);
+            self.notes.push(note());
         }
     }
 
@@ -874,15 +905,8 @@ impl CopyStats {
 /// Page-locked, device-mapped progress words (`[windows, 2]` u32) for an unsplit host pass of
 /// up to [`ZERO_COPY_MAX_WINDOWS`] windows, or `None` when the driver refuses them (the pass then
 /// copies after it ends).
-pub(crate) fn progress_words(
-    ctx: &Arc<CudaContext>,
-    max_batch: usize,
-) -> Option<PinnedHostSlice<u32>> {
-    pinned(
-        ctx,
-        2 * max_batch.clamp(1, ZERO_COPY_MAX_WINDOWS),
-        cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP,
-    )
+pub(crate) fn progress_words(ctx: &Arc<CudaContext>, max_batch: usize) -> Option<Mapped<u32>> {
+    mapped(ctx, 2 * max_batch.clamp(1, ZERO_COPY_MAX_WINDOWS))
 }
 
 /// The environment variable that turns the progressive copy off (`0`): the zero-copy pass's

@@ -72,8 +72,9 @@ pub const CLUSTER_GROUP_LANES: usize = DOT_CHAINS;
 /// steps, and after the last, the writer warp makes its rows visible to the host
 /// (`fence.sc.sys`) and stores the count of steps written into the window's and direction's
 /// progress word, so that the host copies finished rows while the layer still runs. Each report
-/// stalls one warp until the bus has taken its writes (about a microsecond), so reports are
-/// sparse: 9 in a 589-frame window.
+/// holds the writer warp at its fence until its writes are visible to the host (not timed on
+/// its own), so reports are sparse: 9 in a 589-frame window. With them the batch-32 host pass
+/// left 0.07-0.4 ms of copying after the pass (H200, 2026-12-01, `bench/NOTES.md` session 4).
 pub const CLUSTER_PROGRESS_STEPS: usize = 64;
 /// Cluster recurrence: the cluster sizes (CTAs per window and direction) built, one kernel entry
 /// each (`bilstm_recurrence_cluster2`, `bilstm_recurrence_cluster4`). Rows per group:
