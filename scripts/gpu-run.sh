@@ -158,17 +158,24 @@ run_group bench 330 '"error"|^Error' bash -c "
 # FP32 projection tile forced, at the latency batches.
 run_group phasetiles 200 'layer|batch' "$bin/bench" --batches 1,8,32,64 --kinds auto \
     --tiles small,large,3xtf32,3xtf32s --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
-# ab (not in the default run; needs bin/bench-old, another tree's bench): the two benches in
-# turn, three rounds, device-resident FP32 at the latency batches.
-if [ -x "$bin/bench-old" ]; then
-    run_group ab 200 'round' bash -c "
+# ab (not in the default run; needs at least one bin/bench-<name>, another tree's bench, e.g.
+# bench-old): every bench in turn (the others by name, then bench), three rounds,
+# device-resident FP32 at the latency batches (AB_BATCHES) with the tiles AB_TILES (auto).
+if ls "$bin"/bench-* >/dev/null 2>&1; then
+    run_group ab 240 'round' bash -c "
+        cd '$bin'
+        variants=\"\$(ls bench-* | tr '\\n' ' ') bench\"
         for r in 1 2 3; do
-            for v in bench-old bench; do
+            for v in \$variants; do
                 echo \"round \$r \$v\"
-                '$bin/'\$v --batches ${AB_BATCHES:-1,8,32,64} --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500
+                ./\$v --batches ${AB_BATCHES:-1,8,32,64} --kinds auto --tiles ${AB_TILES:-auto} --maths fp32 --iters 20 --case-ms 500
             done
         done"
 fi
+# clusters (not in the default run): every cluster shape forced, per-layer phases, at batches
+# around the wave boundaries (the plan's cluster rules).
+run_group clusters 240 'batch|layer' "$bin/bench" --batches ${CLUSTER_BATCHES:-1,8,16,24,31,32,33,48,64,65,128,256,1024} \
+    --kinds cluster2,cluster4,cluster2w2 --tiles auto --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
 # x3bench (not in the default run; BILSTM_RUN_ONLY="x3bench cudnn ..."): the FP32 projection
 # tiles against each other with the plan's recurrence, eager and graph, and --phases with each
 # 3xTF32 tile forced at batches 1, 8 and 32.
@@ -323,6 +330,27 @@ for b, ds in sorted(rows.items()):
     print('median of %d passes, batch %d: ' % (len(ds), b) + ', '.join('%s %.3f' % (k, statistics.median(d[k] for d in ds)) for k in ks))
 \" \"$out/hosttrace-\$s.txt\"
             grep 'batch 32:' \"$out/hosttrace-\$s.txt\" | tail -n 2
+        done"
+fi
+# hostab (not in the default run; needs bin/bilstm-old, another tree's CLI): the host path of
+# both CLIs in turn, three rounds, BILSTM_HOST_TRACE=1 median totals at batches 1, 8, 32, 64
+# beside each bench's device-resident and host figures.
+if [ -x "$bin/bilstm-old" ] && command -v python3 >/dev/null 2>&1; then
+    run_group hostab 200 'round|median|^ *[0-9]' bash -c "
+        for r in 1 2 3; do
+            for v in bilstm-old bilstm; do
+                echo \"round \$r \$v\"
+                BILSTM_HOST_TRACE=1 '$bin/'\$v bench --backend cuda --batches 1,8,32,64 --iters 30 --host 2>\"$out/hostab.txt\" | head -n 12
+                python3 -c \"import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'bilstm host trace: batch (\\d+): (.*), total ([0-9.]+) ms', line)
+    if m:
+        rows.setdefault(int(m.group(1)), []).append(float(m.group(3)))
+for b, ts in sorted(rows.items()):
+    print('median total of %d passes, batch %d: %.3f ms' % (len(ts), b, statistics.median(ts)))
+\" \"$out/hostab.txt\"
+            done
         done"
 fi
 if [ -x "$bin/gpu_backend_contract" ]; then
