@@ -216,6 +216,42 @@ impl CudaBackend {
         &self.device.info
     }
 
+    /// Free and total device memory in bytes, as the driver reports them now
+    /// (`cuMemGetInfo`; other processes' and this backend's own allocations are not free).
+    ///
+    /// # Errors
+    /// [`CudaError::Driver`] when the driver refuses the query.
+    pub fn device_memory(&self) -> Result<(u64, u64), CudaError> {
+        let (free, total) = self.device.ctx.mem_get_info().map_err(CudaError::driver(
+            "asking the driver for free device memory",
+        ))?;
+        Ok((free as u64, total as u64))
+    }
+
+    /// The largest batch, at most `limit`, that a preparation of `shape` could hold in the
+    /// device memory free now beside what this backend holds (its current preparation would be
+    /// released by the next `prepare`), with `bilstm_core::memory::DRIVER_RESERVE_BYTES` left to
+    /// the driver; 0 when not one window fits.
+    ///
+    /// # Errors
+    /// [`CudaError::Driver`] when the driver refuses the query.
+    pub fn max_batch_fitting(&self, shape: &StackShape, limit: usize) -> Result<usize, CudaError> {
+        use bilstm_core::memory::{DRIVER_RESERVE_BYTES, max_batch_within};
+        let usable = self.free_with_held()?.saturating_sub(DRIVER_RESERVE_BYTES);
+        Ok(max_batch_within(shape, usable, limit))
+    }
+
+    /// Free device memory plus what this backend's current preparation holds (released by the
+    /// next `prepare`).
+    fn free_with_held(&self) -> Result<u64, CudaError> {
+        let (free, _) = self.device_memory()?;
+        let held = self.prepared.as_ref().map_or(0, |p| {
+            bilstm_core::memory::DeviceMemory::of(&p.config.shape, p.config.max_batch)
+                .map_or(0, |m| m.total())
+        });
+        Ok(free.saturating_add(held))
+    }
+
     /// The CUDA context (to allocate buffers for [`CudaBackend::forward_device`]).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.device.ctx
@@ -501,6 +537,10 @@ impl Backend for CudaBackend {
             config.math,
             &self.overrides,
         )?;
+        // A batch whose buffers do not fit (in the free memory plus what the previous
+        // preparation, about to be released, holds) is refused with the figures, before
+        // anything is released or allocated.
+        bilstm_core::memory::fits(&config.shape, config.max_batch, self.free_with_held()?)?;
         // Free the previous preparation first (its buffers may be large).
         self.prepared = None;
         self.device

@@ -1,4 +1,6 @@
-//! Every device buffer a forward pass needs, allocated once at prepare time.
+//! Every device buffer a forward pass needs, allocated once at prepare time, in the element
+//! counts of `bilstm_core::memory::DeviceBuffers` (so the memory a plan reports, and the check
+//! `prepare` makes before allocating, are what is allocated).
 //!
 //! | buffer | elements | role |
 //! |---|---|---|
@@ -13,33 +15,12 @@
 use std::sync::Arc;
 
 use bilstm_core::StackShape;
-use bilstm_core::error::checked_mul;
-use bilstm_core::exchange::ExchangeLayout;
-use bilstm_core::geometry::{
-    EXCHANGE_ALIGN_BYTES, EXCHANGE_WORD_BYTES, GATE_ROWS, TILED_WINDOWS, WIDE_TILE_HEIGHTS,
-};
-use bilstm_kernels::params::ERROR_WORDS;
+use bilstm_core::geometry::{EXCHANGE_ALIGN_BYTES, EXCHANGE_WORD_BYTES};
+use bilstm_core::memory::DeviceBuffers;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use crate::error::CudaError;
 use crate::launch::Span;
-
-/// The exchange words (from the aligned base) that every cooperative schedule of a batch up to
-/// `max_batch` fits in, whichever recurrence a plan (or an override) picks: the largest of
-/// `ExchangeLayout::wide(h, ceil(max_batch / h)).words()` over the tile heights `h` and
-/// `ExchangeLayout::tiled(ceil(max_batch / 8)).words()` (a layout only grows with its tile
-/// count).
-///
-/// # Errors
-/// [`bilstm_core::CoreError::Overflow`].
-pub(crate) fn exchange_words_for(max_batch: usize) -> Result<usize, CudaError> {
-    let mut words = ExchangeLayout::tiled(max_batch.div_ceil(TILED_WINDOWS).max(1))?.words();
-    for h in WIDE_TILE_HEIGHTS {
-        let layout = ExchangeLayout::wide(h, max_batch.div_ceil(h).max(1))?;
-        words = words.max(layout.words());
-    }
-    Ok(words)
-}
 
 /// The device buffers of one preparation.
 #[derive(Debug)]
@@ -94,19 +75,29 @@ impl Buffers {
         max_batch: usize,
         packed: &[f32],
     ) -> Result<Buffers, CudaError> {
-        let rows = checked_mul(max_batch, shape.frames, "forward rows")?;
-        let input_len = shape.input_len(max_batch)?;
-        let proj_direction_stride = checked_mul(rows, GATE_ROWS, "projection buffer")?.max(4);
-        let proj_len = checked_mul(proj_direction_stride, 2, "projection buffer")?;
-        let out_len = shape.output_len(max_batch)?;
-        let exchange_words = exchange_words_for(max_batch)?;
-        let align_words = EXCHANGE_ALIGN_BYTES / EXCHANGE_WORD_BYTES;
-        let exchange_alloc =
-            exchange_words
-                .checked_add(align_words)
-                .ok_or(bilstm_core::CoreError::Overflow {
-                    what: "exchange span",
-                })?;
+        // Core's accounting is what is allocated (`bilstm_core::memory`), so the memory a
+        // plan reports and the check before allocating agree with these buffers.
+        let sizes = DeviceBuffers::of(shape, max_batch)?;
+        if sizes.weights != packed.len() {
+            return Err(CudaError::Internal {
+                what: format!(
+                    "{} packed weights for a layout of {}",
+                    packed.len(),
+                    sizes.weights
+                ),
+            });
+        }
+        let DeviceBuffers {
+            input: input_len,
+            proj_direction_stride,
+            proj: proj_len,
+            layer_out: out_len,
+            exchange_words,
+            exchange_alloc,
+            error: error_len,
+            state: state_len,
+            ..
+        } = sizes;
 
         let mut weights = alloc::<f32>(stream, packed.len())?;
         if !packed.is_empty() {
@@ -121,8 +112,7 @@ impl Buffers {
             alloc::<f32>(stream, out_len)?,
         ];
         let exchange = alloc::<u64>(stream, exchange_alloc)?;
-        let error = alloc::<i32>(stream, ERROR_WORDS)?;
-        let state_len = shape.state_len(max_batch)?;
+        let error = alloc::<i32>(stream, error_len)?;
         let state_h = alloc::<f32>(stream, state_len)?;
         let state_c = alloc::<f32>(stream, state_len)?;
         let base = span(&exchange, stream).addr;
@@ -166,12 +156,13 @@ impl Buffers {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use bilstm_core::exchange::ExchangeLayout;
+    use bilstm_core::geometry::{TILED_WINDOWS, WIDE_TILE_HEIGHTS};
 
     #[test]
     fn exchange_words_cover_every_tile_height() {
         for max_batch in [0, 1, 7, 8, 9, 32, 33, 64, 256, 1024] {
-            let words = exchange_words_for(max_batch).unwrap();
+            let words = bilstm_core::memory::exchange_words(max_batch).unwrap();
             for batch in 1..=max_batch.min(80) {
                 for h in WIDE_TILE_HEIGHTS {
                     let l = ExchangeLayout::wide(h, batch.div_ceil(h)).unwrap();

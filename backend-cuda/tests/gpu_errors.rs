@@ -50,6 +50,34 @@ fn bad_input_is_refused() {
         )
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    // A batch whose buffers exceed the device's free memory: refused before allocating, with
+    // the figures and the largest batch that fits (which then prepares).
+    let huge = 1usize << 24; // 16.8 M windows of 8 frames: ~470 GiB
+    let e = b
+        .prepare(
+            &st.weights().unwrap(),
+            &BackendConfig {
+                shape,
+                max_batch: huge,
+                math: MathMode::Fp32,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    let CudaError::Core(bilstm_core::CoreError::DeviceMemory {
+        max_batch, fits, ..
+    }) = e
+    else {
+        panic!("not a device-memory refusal: {e}");
+    };
+    assert_eq!(max_batch, huge);
+    assert!(fits > 0 && fits < huge, "{e}");
+    assert!(e.to_string().contains("MiB"), "{e}");
+    let fits_now = b.max_batch_fitting(&shape, huge).expect("free memory");
+    eprintln!("{e}; max_batch_fitting: {fits_now}");
+    assert!(fits_now >= fits / 2, "{fits_now} vs {fits}");
+    // The refusal released nothing: the earlier preparation (batch 4) still runs.
+    let _ = run(&mut b, &shape, &input, 1);
     // The backend still works after refusals.
     let _ = run(&mut prepared(&st, 1), &shape, &input, 1);
 }

@@ -147,6 +147,22 @@ pub enum CoreError {
     /// `forward` was called before `prepare`.
     #[error("the backend has not been prepared: call prepare first")]
     NotPrepared,
+    /// A preparation for batches up to `max_batch` needs more device memory than is free
+    /// (with `crate::memory::DRIVER_RESERVE_BYTES` left to the driver).
+    #[error(
+        "batches up to {max_batch} windows need {needed_mib} MiB of device memory but {free_mib} MiB \
+         are free: prepare for at most {fits} windows (or run the batch in chunks)"
+    )]
+    DeviceMemory {
+        /// The batch asked for.
+        max_batch: usize,
+        /// MiB the preparation needs (rounded up).
+        needed_mib: u64,
+        /// MiB free on the device (rounded down).
+        free_mib: u64,
+        /// The largest batch that fits (0: not even one window).
+        fits: usize,
+    },
 }
 
 impl BackendError for CoreError {
@@ -157,6 +173,7 @@ impl BackendError for CoreError {
             | CoreError::LayerCount { .. }
             | CoreError::NonFiniteWeight { .. }
             | CoreError::BatchTooLarge { .. }
+            | CoreError::DeviceMemory { .. }
             | CoreError::NotPrepared => ErrorKind::InvalidInput,
             CoreError::Unsupported { .. }
             | CoreError::NoPlan { .. }

@@ -28,6 +28,7 @@ pub mod error;
 pub mod exchange;
 pub mod geometry;
 pub mod layout;
+pub mod memory;
 pub mod numerics;
 pub mod occupancy;
 #[cfg(any(test, feature = "std"))]

@@ -14,8 +14,9 @@ pub const ERROR_NONE: i32 = 0;
 /// word (`BL_ERROR_PARTNER_LOST` in `common.cuh`); `error[1..4]` then hold the layer, the
 /// direction index and the step it waited at.
 pub const ERROR_PARTNER_LOST: i32 = 1;
-/// Number of `i32` words of a kernel's error array: code, layer, direction, step.
-pub const ERROR_WORDS: usize = 4;
+/// Number of `i32` words of a kernel's error array: code, layer, direction, step (core's
+/// device-memory accounting counts the same words).
+pub const ERROR_WORDS: usize = bilstm_core::memory::ERROR_WORDS;
 
 /// Parameters of `bilstm_clear` (`bl_clear_params` in `clear.cu`).
 #[repr(C)]

@@ -67,6 +67,24 @@ impl Selected {
             .map_err(CliError::from)
     }
 
+    /// On CUDA: the largest batch, at most `limit`, that the free device memory holds for
+    /// `shape` (`CudaBackend::max_batch_fitting`); `None` on the CPU.
+    pub fn max_batch_fitting(
+        &self,
+        shape: &bilstm_core::StackShape,
+        limit: usize,
+    ) -> Option<Result<usize, CliError>> {
+        #[cfg(feature = "cuda")]
+        if let Some(cuda) = self.auto.as_cuda() {
+            return Some(
+                cuda.max_batch_fitting(shape, limit)
+                    .map_err(|e| CliError::from(crate::Error::from(e))),
+            );
+        }
+        let _ = (shape, limit);
+        None
+    }
+
     /// `"cpu"` or `"cuda"`.
     pub fn name(&self) -> &'static str {
         self.auto.name()

@@ -117,6 +117,8 @@ struct LocalGpu {
     facts: DeviceFacts,
     /// The plan the CUDA backend would run, or why there is none.
     plan: Result<Plan, String>,
+    /// Free and total device memory in bytes, when the driver answered.
+    memory: Option<(u64, u64)>,
 }
 
 /// Opens GPU 0, compiles the kernels (no weights needed) and asks the CUDA backend for the
@@ -147,6 +149,7 @@ fn local_gpu(
         description: gpu.describe(),
         facts: gpu.device().facts,
         plan,
+        memory: gpu.device_memory().ok(),
     })
 }
 
@@ -159,6 +162,35 @@ fn local_gpu(
     _recurrence: ForcedRecurrence,
 ) -> Result<LocalGpu, CliError> {
     Err(crate::Error::CudaNotBuilt.into())
+}
+
+/// The device memory line: what a preparation for `batch` windows allocates on the GPU
+/// (`bilstm_core::memory`), and, for the local GPU, what is free and how many windows fit.
+fn memory_line(
+    out: &mut dyn Write,
+    shape: &StackShape,
+    batch: usize,
+    free_total: Option<(u64, u64)>,
+) -> Result<(), CliError> {
+    use bilstm_core::memory::{DRIVER_RESERVE_BYTES, DeviceMemory, max_batch_within, mib};
+    let need = DeviceMemory::of(shape, batch).map_err(crate::Error::from)?;
+    match free_total {
+        Some((free, total)) => {
+            let usable = free.saturating_sub(DRIVER_RESERVE_BYTES);
+            writeln!(
+                out,
+                "device memory for batch {batch}: {need}; free {:.0} of {:.0} MiB: {}",
+                mib(free),
+                mib(total),
+                match max_batch_within(shape, usable, usize::MAX >> 8) {
+                    0 => "not one window fits".to_string(),
+                    n => format!("up to {n} windows fit"),
+                }
+            )?;
+        }
+        None => writeln!(out, "device memory for batch {batch}: {need}")?,
+    }
+    Ok(())
 }
 
 /// The column headings of a plan table (core's one format).
@@ -197,8 +229,9 @@ fn table_plans(
         args.frames,
         MathMode::from(args.math)
     )?;
-    heading(out)?;
     let shape = StackShape::pyannote().with_frames(args.frames);
+    memory_line(out, &shape, args.batch, None)?;
+    heading(out)?;
     let overrides = args.recurrence.apply(Overrides::default());
     for entry in entries {
         let plan = plan::select_with(
@@ -224,6 +257,8 @@ fn local_plan(args: &PlanArgs, gpu: &LocalGpu, out: &mut dyn Write) -> Result<()
         MathMode::from(args.math),
         gpu.description
     )?;
+    let shape = StackShape::pyannote().with_frames(args.frames);
+    memory_line(out, &shape, args.batch, gpu.memory)?;
     heading(out)?;
     row(out, "local", &gpu.facts, &gpu.plan, args.explain)
 }
@@ -302,5 +337,18 @@ mod tests {
             );
         }
         assert!(text.contains("    recurrence: "), "{text}");
+        // The device memory the batch needs, by buffer, from core's accounting.
+        let need = bilstm_core::memory::DeviceMemory::of(&StackShape::pyannote(), 32).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("device memory for batch 32: "))
+            .unwrap_or_else(|| panic!("no memory line:\n{text}"));
+        assert!(
+            line.contains(&format!(
+                "{:.1} MiB",
+                bilstm_core::memory::mib(need.total())
+            )) && line.contains("projections"),
+            "{line}"
+        );
     }
 }

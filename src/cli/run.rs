@@ -139,7 +139,8 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     }
     // --batch is the chunk (windows per pass); a file without it runs FILE_CHUNK_WINDOWS at a
     // time (memory bounded by two chunks, not by the file); the random input is one pass.
-    let chunk = match (&input, args.batch) {
+    let automatic = matches!((&input, args.batch), (Input::File(_), None));
+    let mut chunk = match (&input, args.batch) {
         (Input::File(_), Some(n)) => n,
         (Input::File(_), None) => FILE_CHUNK_WINDOWS,
         (Input::Memory(_), _) => windows,
@@ -151,6 +152,14 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let open_ms = opening.elapsed().as_secs_f64() * 1e3;
     note!("model: {description}");
     note!("input: {source}");
+    // Without --batch, a chunk the GPU's free memory holds (a smaller GPU, or a busy one).
+    if automatic && let Some(fits) = backend.max_batch_fitting(&shape, chunk) {
+        let fits = fits?;
+        if (1..chunk).contains(&fits) {
+            note!("chunk: {fits} windows a pass (the free device memory holds no more than that)");
+            chunk = fits;
+        }
+    }
     let math = MathMode::from(args.math);
     let prepare_started = Instant::now();
     backend.prepare(
@@ -174,6 +183,9 @@ pub(crate) fn run(args: &RunArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 }
             }
             Err(e) => note!("plan: none for batch {chunk}: {e}"),
+        }
+        if let Ok(memory) = bilstm_core::memory::DeviceMemory::of(&shape, chunk) {
+            note!("plan: device memory for {chunk} windows a pass: {memory}");
         }
     }
 
