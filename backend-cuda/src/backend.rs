@@ -84,6 +84,9 @@ pub(crate) struct Prepared {
     pub(crate) pass_done: CudaEvent,
     /// Distinguishes preparations (a graph captured under one must not replay under another).
     pub(crate) id: u64,
+    /// Unsplit host passes captured in CUDA graphs, replayed while their key matches (see
+    /// [`crate::host::HostGraph`]); dropped with the preparation.
+    pub(crate) host_graphs: Vec<crate::host::HostGraph>,
 }
 
 /// The CUDA backend: NVRTC-compiled kernels on one GPU (see the module docs).
@@ -133,6 +136,8 @@ pub struct CudaBackend {
     pub(crate) progressive: bool,
     /// Whether host passes print their phases ([`crate::host::HOST_TRACE_ENV`]).
     pub(crate) host_trace: bool,
+    /// Whether an unsplit host pass replays a captured graph ([`crate::host::HOST_GRAPH_ENV`]).
+    pub(crate) host_graph: bool,
     /// Threads for the host path's large copies, started by the first host pass.
     pub(crate) copy_pool: Option<crate::copy_pool::CopyPool>,
     pub(crate) preparations: u64,
@@ -186,6 +191,7 @@ impl CudaBackend {
             staging: crate::host::staging_from_env(),
             progressive: crate::host::progressive_from_env(),
             host_trace: crate::host::host_trace_from_env(),
+            host_graph: crate::host::host_graph_from_env(),
             copy_pool: None,
         })
     }
@@ -570,6 +576,7 @@ impl Backend for CudaBackend {
             chunk_uploaded,
             chunk_done,
             host: None,
+            host_graphs: Vec::new(),
             last_layer,
             pass_done,
             id: self.preparations,

@@ -35,6 +35,9 @@ struct Latch {
     zero: Condvar,
     /// A part handed to a worker panicked (its work may be incomplete).
     panicked: std::sync::atomic::AtomicBool,
+    /// Parts handed to a worker that never ran them (the worker had died of an earlier panic,
+    /// its queue dropped with it); the caller runs them after the wait.
+    lost: Mutex<Vec<usize>>,
 }
 
 impl Latch {
@@ -61,31 +64,38 @@ impl Latch {
 /// The body of one [`CopyPool::run`] call, its lifetime erased (see the SAFETY note there).
 type Body = dyn Fn(usize) + Sync + 'static;
 
-/// One part of a [`CopyPool::run`] call, sent to a worker.
+/// One part of a [`CopyPool::run`] call, sent to a worker. Dropping it counts its latch down
+/// once, whatever happened: after it ran, when it panicked (`panicked` set), or unrun, when
+/// the worker's queue is dropped with a dead worker (the part is then listed in `lost`).
 struct Job {
     body: *const Body,
     part: usize,
     latch: Arc<Latch>,
+    started: bool,
+    done: bool,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if self.started && !self.done {
+            self.latch
+                .panicked
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        } else if !self.started {
+            self.latch
+                .lost
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(self.part);
+        }
+        self.latch.count_down();
+    }
 }
 
 // SAFETY: `body` points to a `Sync` closure (so calling it from another thread is sound) that
 // `CopyPool::run` keeps alive, borrowed, until the job's latch reaches zero; the worker calls it
 // before counting down and never touches it afterwards.
 unsafe impl Send for Job {}
-
-/// Counts its job down when dropped, so a part that panicked still releases the caller.
-struct CountDown(Arc<Latch>);
-
-impl Drop for CountDown {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0
-                .panicked
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        self.0.count_down();
-    }
-}
 
 /// Persistent copy threads (see the [module docs](self)).
 #[derive(Debug, Default)]
@@ -105,11 +115,18 @@ impl CopyPool {
             let spawned = std::thread::Builder::new()
                 .name(format!("bilstm-copy-{i}"))
                 .spawn(move || {
-                    for job in rx {
-                        let _done = CountDown(job.latch);
+                    for mut job in rx {
+                        job.started = true;
+                        let (body, part) = (job.body, job.part);
+                        // A panicking part is reported (`done` stays false) and the worker
+                        // lives on: a dead worker would leave the parts later sent to it unrun.
                         // SAFETY: see `impl Send for Job`: the closure is alive until the
-                        // latch reaches zero, which `_done` only allows after this call.
-                        unsafe { (*job.body)(job.part) };
+                        // latch reaches zero, which dropping `job` only allows after this call.
+                        let ran =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                                (*body)(part)
+                            }));
+                        job.done = ran.is_ok();
                     }
                 });
             if let Ok(handle) = spawned {
@@ -150,6 +167,7 @@ impl CopyPool {
             left: Mutex::new(0),
             zero: Condvar::new(),
             panicked: false.into(),
+            lost: Mutex::new(Vec::new()),
         });
         // SAFETY: only the lifetime is erased. `waiter` does not let this function return (or
         // unwind) before every part handed to a worker has run and counted down, so `body`
@@ -172,16 +190,24 @@ impl CopyPool {
                 body: erased,
                 part,
                 latch: Arc::clone(&latch),
+                started: false,
+                done: false,
             };
             if let Err(failed) = tx.send(job) {
-                // The worker is gone: run its part here.
-                let job = failed.0;
-                let _done = CountDown(job.latch);
+                // The worker is gone: run its part here (dropping the job counts it down).
+                let mut job = failed.0;
+                job.started = true;
                 body(job.part);
+                job.done = true;
             }
         }
         body(0);
         drop(waiter);
+        // Parts whose worker dropped them unrun run here.
+        let lost = std::mem::take(&mut *latch.lost.lock().unwrap_or_else(PoisonError::into_inner));
+        for part in lost {
+            body(part);
+        }
         !latch.panicked.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -275,9 +301,10 @@ mod tests {
     #[test]
     fn a_panicking_part_is_reported_and_the_pool_still_runs_every_part() {
         let pool = CopyPool::new(3);
-        // Part 1 runs on the first worker, which dies with it.
+        // Part 1 runs on the first worker and panics there: reported, and the worker lives.
         assert!(!pool.run(3, &|part| assert_ne!(part, 1, "part {part}")));
-        // That worker's parts now run on the caller; none is lost.
+        // Every part of the next call runs exactly once (none dropped by a dead worker: that
+        // was a race, a job queued to a dying worker was dropped and its caller waited forever).
         let hits: Vec<AtomicUsize> = (0..7).map(|_| AtomicUsize::new(0)).collect();
         assert!(pool.run(hits.len(), &|part| {
             hits[part].fetch_add(1, Ordering::Relaxed);

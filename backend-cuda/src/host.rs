@@ -23,6 +23,10 @@
 //! each piece uploaded asynchronously while the next is staged ([`staging_pieces`];
 //! `BILSTM_HOST_STAGING=0` uploads from the caller's slice instead).
 //!
+//! The unsplit pass's kernels are captured in a CUDA graph the first time its key (plan,
+//! buffers, spin timeout) is seen and replayed after that, behind the input's
+//! upload on the main stream ([`HOST_GRAPH_ENV`] `0` enqueues them one by one).
+//!
 //! With a cluster last layer the copy is progressive (`BILSTM_HOST_PROGRESSIVE=0` or
 //! [`CudaBackend::set_host_progressive`] turns it off): that layer's writer warps report, every
 //! [`bilstm_core::geometry::CLUSTER_PROGRESS_STEPS`] steps, how many rows of each window and
@@ -44,8 +48,8 @@
 //! both streams are drained and the output must be treated as unwritten. The output bits equal
 //! the unsplit pass's: a window's results do not depend on the batch it runs in.
 
-use bilstm_core::plan::RecurrenceKind;
 use bilstm_core::plan::pipeline::{HOST_CHUNK_WINDOWS, host_chunks};
+use bilstm_core::plan::{Plan, RecurrenceKind};
 use bilstm_core::{Backend, CoreError};
 
 use std::sync::Arc;
@@ -53,6 +57,7 @@ use std::sync::Arc;
 use bilstm_core::StackShape;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaEvent, PinnedHostSlice};
 
 use crate::backend::CudaBackend;
@@ -189,7 +194,7 @@ impl CudaBackend {
             progress,
             ..Region::WHOLE
         };
-        self.enqueue_with_states(&plan, input_span, mapped, None, region)
+        self.enqueue_host_pass(&plan, input_span, mapped, region)
             .inspect_err(|_| self.drain())?;
         trace.mark("queue");
         if progress.is_some() {
@@ -767,6 +772,123 @@ pub const HOST_TRACE_ENV: &str = "BILSTM_HOST_TRACE";
 /// The environment variable that turns the page-locked input staging off (`0`): the caller's
 /// input is then uploaded by the driver from pageable memory.
 pub const STAGING_ENV: &str = "BILSTM_HOST_STAGING";
+
+/// The environment variable that turns the host pass's graph replay off (`0`): every unsplit
+/// host pass then enqueues its kernels one by one.
+pub const HOST_GRAPH_ENV: &str = "BILSTM_HOST_GRAPH";
+
+/// Whether [`HOST_GRAPH_ENV`] leaves graph replay on (anything but `0`).
+pub(crate) fn host_graph_from_env() -> bool {
+    on_unless_zero(std::env::var(HOST_GRAPH_ENV).ok().as_deref())
+}
+
+/// Captured unsplit host passes a preparation keeps (the most recent ones; a `bilstm run` of a
+/// file alternates between at most two batch sizes: the chunk and the last, smaller one).
+pub(crate) const HOST_GRAPHS: usize = 4;
+
+/// What a captured unsplit host pass depends on: the graph replays only for an equal key (the
+/// same plan, hence the same kernels, overrides and schedule; the same buffers and progress
+/// words; the same spin timeout, a kernel parameter).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct HostGraphKey {
+    plan: Plan,
+    input: Span,
+    mapped: Option<Span>,
+    progress: Option<Span>,
+    spin_timeout: std::time::Duration,
+}
+
+/// An unsplit host pass captured in a CUDA graph (stream capture of exactly what
+/// `CudaBackend::enqueue_with_states` enqueues: the error-word clear, every layer's projection
+/// and recurrence, the last-layer event), instantiated once and replayed by later passes with
+/// the same [`HostGraphKey`]: one launch instead of a dozen (issue 11).
+pub(crate) struct HostGraph {
+    key: HostGraphKey,
+    graph: cudarc::driver::CudaGraph,
+}
+
+impl std::fmt::Debug for HostGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // cudarc's graph handle has no Debug.
+        f.debug_struct("HostGraph")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: a CUDA graph and its executable may be used from any thread as long as no two calls
+// on them run at once (CUDA driver API, "Graph object thread safety"). A HostGraph lives in
+// `Prepared::host_graphs` and is only touched through `&mut CudaBackend` (capture, launch,
+// drop), so every call on it is serialised by the borrow; its stream handle is an
+// `Arc<CudaStream>`, which cudarc makes Send and Sync.
+unsafe impl Send for HostGraph {}
+
+impl CudaBackend {
+    /// Enqueues an unsplit host pass on the main stream (behind the input's upload): the
+    /// replay of a graph captured earlier under the same [`HostGraphKey`], else a capture of
+    /// the pass, kept for next time, launched now. Without graphs ([`HOST_GRAPH_ENV`] `0`,
+    /// or a test's stall injection) the kernels are enqueued one by one.
+    ///
+    /// # Errors
+    /// As `enqueue_with_states`; [`CudaError::Driver`] when the capture, instantiation or
+    /// launch fails.
+    fn enqueue_host_pass(
+        &mut self,
+        plan: &Plan,
+        input: Span,
+        mapped: Option<Span>,
+        region: Region,
+    ) -> Result<(), CudaError> {
+        if !self.host_graph || self.stall.is_some() {
+            return self.enqueue_with_states(plan, input, mapped, None, region);
+        }
+        let key = HostGraphKey {
+            plan: *plan,
+            input,
+            mapped,
+            progress: region.progress,
+            spin_timeout: self.spin_timeout,
+        };
+        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
+        if let Some(at) = st.host_graphs.iter().position(|g| g.key == key) {
+            // Most recently used last.
+            let g = st.host_graphs.remove(at);
+            let launched = g
+                .graph
+                .launch()
+                .map_err(CudaError::driver("replaying a captured host pass"));
+            st.host_graphs.push(g);
+            return launched;
+        }
+        let main = self.device.main.clone();
+        main.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(CudaError::driver("beginning a host-pass capture"))?;
+        let enqueued = self.enqueue_with_states(plan, input, mapped, None, region);
+        // The capture always ends, so the stream leaves capture mode whatever happened.
+        let ended = main.end_capture(CUgraphInstantiate_flags(0));
+        enqueued?;
+        let graph = ended
+            .map_err(CudaError::driver("ending a host-pass capture"))?
+            .ok_or_else(|| CudaError::Internal {
+                what: "the host-pass capture produced no graph".into(),
+            })?;
+        graph
+            .launch()
+            .map_err(CudaError::driver("launching a captured host pass"))?;
+        let st = self.prepared.as_mut().ok_or(CoreError::NotPrepared)?;
+        if st.host_graphs.len() >= HOST_GRAPHS {
+            st.host_graphs.remove(0);
+        }
+        st.host_graphs.push(HostGraph { key, graph });
+        Ok(())
+    }
+
+    /// Turns the unsplit host pass's graph replay on or off (default on unless
+    /// `BILSTM_HOST_GRAPH=0`); both give the same bits.
+    pub fn set_host_graph(&mut self, on: bool) {
+        self.host_graph = on;
+    }
+}
 
 /// Whether [`HOST_TRACE_ENV`] is `1`.
 pub(crate) fn host_trace_from_env() -> bool {

@@ -184,6 +184,36 @@ fn progressive_copies_give_the_downloaded_bits() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn graph_replays_of_host_passes_give_the_enqueued_bits() {
+    // Every pass after the first of a batch size replays the captured graph with new input; a
+    // changed plan (an override) captures anew; graphs off enqueues kernel by kernel.
+    let shape = StackShape::pyannote().with_frames(97);
+    let st = stack(&shape);
+    let mut b = prepared(&st, 64);
+    for kind in [None, Some(RecurrenceKind::Resident), None] {
+        b.set_overrides(Overrides {
+            recurrence: kind,
+            ..Overrides::default()
+        })
+        .expect("overrides");
+        for batch in [1, 9, 33, 64, 9] {
+            for seed in [1, 2] {
+                let input = random_input(&shape, batch, INPUT_SEED + seed * 100 + batch as u64);
+                b.set_host_graph(false);
+                let enqueued = run(&mut b, &shape, &input, batch);
+                b.set_host_graph(true);
+                let replayed = run(&mut b, &shape, &input, batch);
+                let again = run(&mut b, &shape, &input, batch);
+                let what = format!("{kind:?}, batch {batch}, seed {seed}");
+                assert_same_bits(&enqueued, &replayed, &format!("graph pass, {what}"));
+                assert_same_bits(&enqueued, &again, &format!("graph replay, {what}"));
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn a_lost_partner_in_the_last_layer_ends_a_progressive_copy_with_an_error() {
     // The last layer stops reporting half-way: the copy threads must notice the pass's end
     // (not wait for rows that never come) and the caller must get the report.
