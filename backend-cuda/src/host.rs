@@ -827,7 +827,8 @@ impl CudaBackend {
     /// Enqueues an unsplit host pass on the main stream (behind the input's upload): the
     /// replay of a graph captured earlier under the same [`HostGraphKey`], else a capture of
     /// the pass, kept for next time, launched now. Without graphs ([`HOST_GRAPH_ENV`] `0`,
-    /// or a test's stall injection) the kernels are enqueued one by one.
+    /// a test's stall injection, or after the driver refused a capture) the kernels are
+    /// enqueued one by one.
     ///
     /// # Errors
     /// As `enqueue_with_states`; [`CudaError::Driver`] when the capture, instantiation or
@@ -867,11 +868,12 @@ impl CudaBackend {
         // The capture always ends, so the stream leaves capture mode whatever happened.
         let ended = main.end_capture(CUgraphInstantiate_flags(0));
         enqueued?;
-        let graph = ended
-            .map_err(CudaError::driver("ending a host-pass capture"))?
-            .ok_or_else(|| CudaError::Internal {
-                what: "the host-pass capture produced no graph".into(),
-            })?;
+        // Nothing captured has run: where the driver cannot capture or instantiate this pass,
+        // it runs (now and from now on) kernel by kernel.
+        let Ok(Some(graph)) = ended else {
+            self.host_graph = false;
+            return self.enqueue_with_states(plan, input, mapped, None, region);
+        };
         graph
             .launch()
             .map_err(CudaError::driver("launching a captured host pass"))?;

@@ -241,8 +241,10 @@ impl CudaBackend {
 
             let last_layer = layer + 1 == shape.layers;
             if last_layer && region.progress.is_some() {
-                st.last_layer
-                    .record(main)
+                // Captured into a host pass's graph, the record must be a node of its own (an
+                // ordinary record under capture only orders the capture; the host then waits on
+                // an event never recorded).
+                launch::sys::record_event(&st.last_layer, main)
                     .map_err(CudaError::driver("recording the last layer's start"))?;
             }
             if let Some(cluster) = plan.schedule.choice.cluster() {

@@ -157,3 +157,34 @@ pub(crate) unsafe fn mapped_device_address<T>(
     }
     Ok(address)
 }
+
+/// Records `event` on `stream`: an ordinary record, or while `stream` is being captured an
+/// external event-record node of the graph (`CU_EVENT_RECORD_EXTERNAL`), so that replays record
+/// the event where the pass reaches it (an ordinary record under capture only orders the
+/// captured work, and the event would never be recorded).
+///
+/// # Errors
+/// The driver's status when the capture query or the record fails.
+pub(crate) fn record_event(
+    event: &cudarc::driver::CudaEvent,
+    stream: &cudarc::driver::CudaStream,
+) -> Result<(), cudarc::driver::DriverError> {
+    use cudarc::driver::sys::{CUevent_record_flags, CUstreamCaptureStatus};
+    let capturing =
+        stream.capture_status()? == CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if !capturing {
+        return event.record(stream);
+    }
+    stream.context().bind_to_thread()?;
+    // SAFETY: both handles come from live cudarc objects of the context just bound (the event
+    // and the stream outlive this call); the stream is being captured, the one state in which
+    // CU_EVENT_RECORD_EXTERNAL is valid.
+    unsafe {
+        cudarc::driver::sys::cuEventRecordWithFlags(
+            event.cu_event(),
+            stream.cu_stream(),
+            CUevent_record_flags::CU_EVENT_RECORD_EXTERNAL as u32,
+        )
+    }
+    .result()
+}
