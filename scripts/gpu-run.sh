@@ -295,6 +295,17 @@ fi
 # hosttrace (not in the default run; BILSTM_RUN_ONLY="hosttrace ..."): where an unsplit host
 # pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
 # on and off, beside the bench's own host and device-resident figures.
+# The median total of each batch's BILSTM_HOST_TRACE=1 lines in a file (hosttrace2, hostab).
+cat >"$out/trace-totals.py" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'bilstm host trace: batch (\d+): (.*), total ([0-9.]+) ms', line)
+    if m:
+        rows.setdefault(int(m.group(1)), []).append(float(m.group(3)))
+for b, ts in sorted(rows.items()):
+    print('median total of %d passes, batch %d: %.3f ms' % (len(ts), b, statistics.median(ts)))
+PY
 if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
     # hosttrace2: the copy threads and the progressive copy, each case's batch-32 and 64 medians.
     run_group hosttrace2 200 'median|batch|case' bash -c "
@@ -302,15 +313,7 @@ if [ -x "$bin/bilstm" ] && command -v python3 >/dev/null 2>&1; then
             echo \"case \$c\"
             env \$c BILSTM_HOST_TRACE=1 '$bin/bilstm' bench --backend cuda --batches 32,64 --iters 20 --host 2>\"$out/ht2.txt\" >/dev/null
             grep 'batch 32:' \"$out/ht2.txt\" | tail -n 2
-            python3 -c \"import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r'bilstm host trace: batch (\\d+): (.*), total ([0-9.]+) ms', line)
-    if m:
-        rows.setdefault(int(m.group(1)), []).append(float(m.group(3)))
-for b, ts in sorted(rows.items()):
-    print('median total of %d passes, batch %d: %.3f ms' % (len(ts), b, statistics.median(ts)))
-\" \"$out/ht2.txt\"
+            python3 '$out/trace-totals.py' \"$out/ht2.txt\"
         done"
     run_group hosttrace 150 'median|batch|staging' bash -c "
         for s in 1 0 p; do
@@ -341,15 +344,7 @@ if [ -x "$bin/bilstm-old" ] && command -v python3 >/dev/null 2>&1; then
             for v in bilstm-old bilstm; do
                 echo \"round \$r \$v\"
                 BILSTM_HOST_TRACE=1 '$bin/'\$v bench --backend cuda --batches 1,8,32,64 --iters 30 --host 2>\"$out/hostab.txt\" | head -n 12
-                python3 -c \"import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r'bilstm host trace: batch (\\d+): (.*), total ([0-9.]+) ms', line)
-    if m:
-        rows.setdefault(int(m.group(1)), []).append(float(m.group(3)))
-for b, ts in sorted(rows.items()):
-    print('median total of %d passes, batch %d: %.3f ms' % (len(ts), b, statistics.median(ts)))
-\" \"$out/hostab.txt\"
+                python3 '$out/trace-totals.py' \"$out/hostab.txt\"
             done
         done"
 fi
