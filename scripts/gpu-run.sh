@@ -292,6 +292,19 @@ if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; the
             '$bin/bench' --batches 32 --kinds auto --tiles 3xtf32 --maths fp32 --iters 1 --warmup 0 --no-graph \\
             > '$out/ncux3s-sass.csv'"
 fi
+# ncurec (not in the default run): the 2-CTA cluster recurrence at batch 32 (the second launch:
+# layer 1): stall reasons, then its SASS with per-instruction stall samples (ncurec-sass.csv).
+if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; then
+    ncu_bin="$(command -v ncu || echo "$cuda_bin/ncu")"
+    run_group ncurec 200 'stalled|Duration|Throughput|issued' bash -c "
+        '$ncu_bin' --clock-control none --kernel-name bilstm_recurrence_cluster2 --launch-skip 1 --launch-count 1 \\
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active' --section SpeedOfLight \\
+            '$bin/bench' --batches 32 --kinds cluster2 --tiles auto --maths fp32 --iters 1 --warmup 0 --no-graph;
+        '$ncu_bin' --clock-control none --kernel-name bilstm_recurrence_cluster2 --launch-skip 1 --launch-count 1 \\
+            --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \\
+            '$bin/bench' --batches 32 --kinds cluster2 --tiles auto --maths fp32 --iters 1 --warmup 0 --no-graph \\
+            > '$out/ncurec-sass.csv'"
+fi
 # hosttrace (not in the default run; BILSTM_RUN_ONLY="hosttrace ..."): where an unsplit host
 # pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
 # on and off, beside the bench's own host and device-resident figures.
