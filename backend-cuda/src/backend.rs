@@ -64,6 +64,10 @@ pub const SPIN_TIMEOUT_ENV: &str = "BILSTM_SPIN_TIMEOUT_MS";
 
 #[derive(Debug)]
 pub(crate) struct Prepared {
+    /// Unsplit host passes captured in CUDA graphs, replayed while their key matches (see
+    /// [`crate::host::HostGraph`]). First field, so dropped first: before the buffers and the
+    /// event their nodes name.
+    pub(crate) host_graphs: Vec<crate::host::HostGraph>,
     pub(crate) config: BackendConfig,
     pub(crate) packing: StackPacking,
     pub(crate) buffers: Buffers,
@@ -84,9 +88,6 @@ pub(crate) struct Prepared {
     pub(crate) pass_done: CudaEvent,
     /// Distinguishes preparations (a graph captured under one must not replay under another).
     pub(crate) id: u64,
-    /// Unsplit host passes captured in CUDA graphs, replayed while their key matches (see
-    /// [`crate::host::HostGraph`]); dropped with the preparation.
-    pub(crate) host_graphs: Vec<crate::host::HostGraph>,
 }
 
 /// The CUDA backend: NVRTC-compiled kernels on one GPU (see the module docs).
