@@ -221,24 +221,39 @@ impl CopyPool {
             dst.copy_from_slice(src);
             return;
         }
-        // Whole 64-byte lines per part.
-        let per = len.div_ceil(threads).next_multiple_of(16);
-        let parts = len.div_ceil(per);
+        // Only the parts with a non-empty share run.
+        let parts = (0..threads)
+            .take_while(|&part| !share(0..len, threads, part).is_empty())
+            .count();
         let out = SharedOut(dst.as_mut_ptr());
         let complete = self.run(parts, &|part| {
-            let start = part * per;
-            let end = (start + per).min(len);
-            let piece = &src[start..end];
-            // SAFETY: parts cover disjoint ranges start..end of `dst` (which outlives `run`),
-            // each written by exactly one part; `end <= len = dst.len()`.
-            let to = unsafe { std::slice::from_raw_parts_mut(out.at(start), end - start) };
-            to.copy_from_slice(piece);
+            let r = share(0..len, threads, part);
+            // SAFETY: shares are disjoint ranges of `dst` (which outlives `run`), each written
+            // by exactly one part; `r.end <= len = dst.len()`.
+            let to = unsafe { std::slice::from_raw_parts_mut(out.at(r.start), r.len()) };
+            to.copy_from_slice(&src[r]);
         });
         if !complete {
             // A part that panicked may have copied nothing: copy everything here.
             dst.copy_from_slice(src);
         }
     }
+}
+
+/// Part `part`'s share of `range` when `parts` parts split it in whole 64-byte lines (16 values
+/// each, the last share taking the rest; trailing parts of a short range get empty shares):
+/// how [`CopyPool::copy`] and the host path's piecewise staging divide a copy.
+pub(crate) fn share(
+    range: std::ops::Range<usize>,
+    parts: usize,
+    part: usize,
+) -> std::ops::Range<usize> {
+    let per = range.len().div_ceil(parts.max(1)).next_multiple_of(16);
+    let start = range
+        .start
+        .saturating_add(part.saturating_mul(per))
+        .min(range.end);
+    start..start.saturating_add(per).min(range.end)
 }
 
 /// Waits for a [`CopyPool::run`] call's parts, also when the caller's own part panics.
@@ -281,6 +296,29 @@ impl Drop for CopyPool {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn shares_split_a_range_in_whole_lines_without_gaps_or_overlaps() {
+        for (range, parts) in [
+            (0..1000, 8),
+            (7..7 + 4096, 8),
+            (3..5, 4),
+            (0..0, 3),
+            (10..41, 1),
+        ] {
+            let shares: Vec<_> = (0..parts).map(|p| share(range.clone(), parts, p)).collect();
+            let mut at = range.start;
+            for s in &shares {
+                assert_eq!(s.start, at, "{range:?} / {parts}: {shares:?}");
+                if s.end < range.end {
+                    assert_eq!(s.len() % 16, 0, "{range:?} / {parts}: {shares:?}");
+                }
+                at = s.end;
+            }
+            assert_eq!(at, range.end, "{range:?} / {parts}: {shares:?}");
+        }
+        assert_eq!(share(0..100, 0, 0), 0..100);
+    }
 
     #[test]
     fn every_part_runs_once_whatever_the_pool_size() {

@@ -580,14 +580,13 @@ fn stage_and_upload(
     let complete = pool.run(parts, &|part| {
         let _guard = Unwinding(&failed);
         for (p, piece) in pieces.iter().enumerate() {
-            // This part's share of the piece: whole 64-byte lines.
-            let per = piece.len().div_ceil(parts).next_multiple_of(16);
-            let start = (piece.start + part * per).min(piece.end);
-            let end = (start + per).min(piece.end);
+            let mine = crate::copy_pool::share(piece.clone(), parts, part);
             // SAFETY: the shares of all parts and pieces are disjoint ranges of `staged` (which
-            // outlives `run`), each written by exactly one part; `end <= len <= staged.len()`.
-            let to = unsafe { std::slice::from_raw_parts_mut(staged_at.at(start), end - start) };
-            to.copy_from_slice(&input[start..end]);
+            // outlives `run`), each written by exactly one part; `mine.end <= len <=
+            // staged.len()`.
+            let to =
+                unsafe { std::slice::from_raw_parts_mut(staged_at.at(mine.start), mine.len()) };
+            to.copy_from_slice(&input[mine]);
             done[p].fetch_add(1, Ordering::AcqRel);
             if part != 0 {
                 continue;

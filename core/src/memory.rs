@@ -214,7 +214,7 @@ pub fn fits(shape: &StackShape, max_batch: usize, free: u64) -> Result<DeviceMem
     }
     Err(CoreError::DeviceMemory {
         max_batch,
-        needed_mib: mib(need.total()) as u64 + 1,
+        needed_mib: need.total().div_ceil(1 << 20),
         free_mib: mib(free) as u64,
         fits: max_batch_within(shape, usable, max_batch),
     })
@@ -285,7 +285,7 @@ mod tests {
             panic!("{e:?}");
         };
         assert_eq!(max_batch, 4096);
-        assert_eq!(needed_mib, mib(need) as u64 + 1);
+        assert_eq!(needed_mib, need.div_ceil(1 << 20));
         assert_eq!(free_mib, mib(free) as u64);
         assert!(can > 0 && can < 4096);
         let usable = free - DRIVER_RESERVE_BYTES;

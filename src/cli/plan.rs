@@ -182,7 +182,7 @@ fn memory_line(
                 "device memory for batch {batch}: {need}; free {:.0} of {:.0} MiB: {}",
                 mib(free),
                 mib(total),
-                match max_batch_within(shape, usable, usize::MAX >> 8) {
+                match max_batch_within(shape, usable, usize::MAX) {
                     0 => "not one window fits".to_string(),
                     n => format!("up to {n} windows fit"),
                 }
