@@ -58,7 +58,9 @@
 //   computes its chain of every row, ascending k from 0.0f;
 // - a transpose-reduce finishes the fixed tree: at lane offsets o = 1, 2, 4 (and 8 for S = 2)
 //   each lane keeps half of its rows (the upper half when j & o) and adds the partner lane's
-//   (j ^ o) copy of them; for S = 4 a last butterfly at offset 8 adds the two halves. Offset 1
+//   (j ^ o) copy of them, with no select: lane j keeps row i ^ rev_L(j mod ROWS) in register
+//   slot i, so the rows it keeps are always the lower slots; for S = 4 a last butterfly at
+//   offset 8 adds the two halves. Offset 1
 //   adds chains (2m, 2m+1), offset 2 those pairs, offset 4 the quads, offset 8 the halves:
 //   exactly ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)) + ... of numerics.cuh (IEEE addition is
 //   commutative, so the operand order inside each + is irrelevant). Afterwards lane j holds the
@@ -225,17 +227,15 @@ __device__ __forceinline__ bool bl_cl_wait(bl_u32 bar, bl_u32 parity, bl_u64 tim
     }
 }
 
-// One transpose-reduce level with lane offset OFFSET over the first N of the ROWS values: keep the
-// upper half of v[0 .. N) when `upper`, else the lower half, and add the partner's copy of it.
+// One transpose-reduce level with lane offset OFFSET over the first N of the ROWS values: keep
+// v[0 .. N/2) and add the partner's v[N/2 .. N). No select: each lane stores its rows in the
+// order that makes the rows it keeps the lower half at every level (slot i holds row
+// i ^ rev_L(lane), see the R load), so the partner's upper half is always the same rows.
 template <int ROWS, int N, int OFFSET>
-__device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS], bool upper) {
+__device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS]) {
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) {
-        const float lo = v[i];
-        const float hi = v[i + N / 2];
-        const float send = upper ? lo : hi;
-        const float keep = upper ? hi : lo;
-        v[i] = keep + __shfl_xor_sync(BL_FULL_MASK, send, OFFSET);
+        v[i] = v[i] + __shfl_xor_sync(BL_FULL_MASK, v[i + N / 2], OFFSET);
     }
 }
 
@@ -313,11 +313,16 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
     const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
 
-    // Chain `lane` (terms 8 lane .. 8 lane + 7) of the group's rows.
+    // Chain `lane` (terms 8 lane .. 8 lane + 7) of the group's rows, slot i holding row
+    // i ^ rev_L(lane mod ROWS): at reduce level k (lane offset 2^k) a lane with bit k set keeps
+    // the upper half of the rows still live, and this order puts exactly those in the lower
+    // slots (the partner's order is the same with that half swapped), so the reduce needs no
+    // select; slot 0 ends with row rev_L(lane), as before, and every + adds the same two chains.
+    const int order = (int)bl_bit_reverse((bl_u32)(lane & (ROWS - 1)), LEVELS);
     float r[ROWS][BL_CL_TERMS];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        const bl_u32 row = group * ROWS + i;
+        const bl_u32 row = group * ROWS + (bl_u32)(i ^ order);
         const float4* src =
             reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
         const float4 a = __ldg(src);
@@ -427,11 +432,11 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                 for (int i = 0; i < ROWS; ++i) {
                     v[i] = bl_dot_chain8(r[i], h);
                 }
-                bl_cl_reduce_level<ROWS, ROWS, 1>(v, (lane & 1) != 0);
-                bl_cl_reduce_level<ROWS, ROWS / 2, 2>(v, (lane & 2) != 0);
-                bl_cl_reduce_level<ROWS, ROWS / 4, 4>(v, (lane & 4) != 0);
+                bl_cl_reduce_level<ROWS, ROWS, 1>(v);
+                bl_cl_reduce_level<ROWS, ROWS / 2, 2>(v);
+                bl_cl_reduce_level<ROWS, ROWS / 4, 4>(v);
                 if (LEVELS == 4) {
-                    bl_cl_reduce_level<ROWS, 2, 8>(v, (lane & 8) != 0);
+                    bl_cl_reduce_level<ROWS, 2, 8>(v);
                 } else {
                     v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], 8);
                 }
