@@ -181,12 +181,16 @@ __device__ __forceinline__ float bl_preactivation(float proj, float dot, float b
 
 // One LSTM cell update from the four pre-activations (packed gate order i, f, g, o):
 // i, f, o = sigmoid; g = tanh; c = fma(f, c, i * g); returns h = o * tanh(c).
-__device__ __forceinline__ float bl_lstm_cell(float pre_i, float pre_f, float pre_g, float pre_o,
-                                              float* c) {
-    const float i = bl_sigmoid(pre_i);
-    const float f = bl_sigmoid(pre_f);
-    const float g = bl_tanhf(pre_g);
-    const float o = bl_sigmoid(pre_o);
+// The cell update from the four activated gates (i, f, o the sigmoid, g the tanh of their
+// pre-activations): bl_lstm_cell's arithmetic after the activations, for kernels whose lanes
+// activate the gates apart (recurrence_cluster.cu); the same bits.
+__device__ __forceinline__ float bl_lstm_cell_activated(float i, float f, float g, float o, float* c) {
     *c = __fmaf_rn(f, *c, i * g);
     return o * bl_tanhf(*c);
+}
+
+__device__ __forceinline__ float bl_lstm_cell(float pre_i, float pre_f, float pre_g, float pre_o,
+                                              float* c) {
+    return bl_lstm_cell_activated(bl_sigmoid(pre_i), bl_sigmoid(pre_f), bl_tanhf(pre_g),
+                                  bl_sigmoid(pre_o), c);
 }

@@ -58,7 +58,9 @@
 //   computes its chain of every row, ascending k from 0.0f;
 // - a transpose-reduce finishes the fixed tree: at lane offsets o = 1, 2, 4 (and 8 for S = 2)
 //   each lane keeps half of its rows (the upper half when j & o) and adds the partner lane's
-//   (j ^ o) copy of them; for S = 4 a last butterfly at offset 8 adds the two halves. Offset 1
+//   (j ^ o) copy of them, with no select: lane j keeps row i ^ rev_L(j mod ROWS) in register
+//   slot i, so the rows it keeps are always the lower slots; for S = 4 a last butterfly at
+//   offset 8 adds the two halves. Offset 1
 //   adds chains (2m, 2m+1), offset 2 those pairs, offset 4 the quads, offset 8 the halves:
 //   exactly ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)) + ... of numerics.cuh (IEEE addition is
 //   commutative, so the operand order inside each + is irrelevant). Afterwards lane j holds the
@@ -225,17 +227,15 @@ __device__ __forceinline__ bool bl_cl_wait(bl_u32 bar, bl_u32 parity, bl_u64 tim
     }
 }
 
-// One transpose-reduce level with lane offset OFFSET over the first N of the ROWS values: keep the
-// upper half of v[0 .. N) when `upper`, else the lower half, and add the partner's copy of it.
+// One transpose-reduce level with lane offset OFFSET over the first N of the ROWS values: keep
+// v[0 .. N/2) and add the partner's v[N/2 .. N). No select: each lane stores its rows in the
+// order that makes the rows it keeps the lower half at every level (slot i holds row
+// i ^ rev_L(lane), see the R load), so the partner's upper half is always the same rows.
 template <int ROWS, int N, int OFFSET>
-__device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS], bool upper) {
+__device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS]) {
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) {
-        const float lo = v[i];
-        const float hi = v[i + N / 2];
-        const float send = upper ? lo : hi;
-        const float keep = upper ? hi : lo;
-        v[i] = keep + __shfl_xor_sync(BL_FULL_MASK, send, OFFSET);
+        v[i] = v[i] + __shfl_xor_sync(BL_FULL_MASK, v[i + N / 2], OFFSET);
     }
 }
 
@@ -313,11 +313,16 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
     const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
 
-    // Chain `lane` (terms 8 lane .. 8 lane + 7) of the group's rows.
+    // Chain `lane` (terms 8 lane .. 8 lane + 7) of the group's rows, slot i holding row
+    // i ^ rev_L(lane mod ROWS): at reduce level k (lane offset 2^k) a lane with bit k set keeps
+    // the upper half of the rows still live, and this order puts exactly those in the lower
+    // slots (the partner's order is the same with that half swapped), so the reduce needs no
+    // select; slot 0 ends with row rev_L(lane), as before, and every + adds the same two chains.
+    const int order = (int)bl_bit_reverse((bl_u32)(lane & (ROWS - 1)), LEVELS);
     float r[ROWS][BL_CL_TERMS];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        const bl_u32 row = group * ROWS + i;
+        const bl_u32 row = group * ROWS + (bl_u32)(i ^ order);
         const float4* src =
             reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
         const float4 a = __ldg(src);
@@ -333,31 +338,30 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     }
 
     // The cell lanes: lane j < UNITS_PER_GROUP owns unit rev_{LEVELS-2}(j) of the group, in each
-    // of the cluster's windows. Other lanes compute the index of a valid unit (j mod
-    // UNITS_PER_GROUP) so their addresses stay in bounds; they never load or store through it.
+    // of the cluster's windows. Every lane j holds the full dot of one row of that unit (j mod
+    // UNITS_PER_GROUP), gate 2 b_{L-2}(j) + b_{L-1}(j): it loads that gate's projection and
+    // bias and applies that gate's activation itself (all lanes at once), and the cell lane
+    // gathers the four activated gates.
     const bool cell_lane = lane < UNITS_PER_GROUP;
     const int cell = lane % UNITS_PER_GROUP;
     const int unit_in_group = LEVELS == 4 ? ((cell & 1) << 1) | (cell >> 1) : cell;
     const bl_u32 unit = group * UNITS_PER_GROUP + unit_in_group;
-    const float4* gates_at = reinterpret_cast<const float4*>(proj + unit * BILSTM_GATES);
+    const int gate = 2 * ((lane >> (LEVELS - 2)) & 1) + ((lane >> (LEVELS - 1)) & 1);
+    const bool is_g = gate == 2;
+    const float* gates_at = proj + unit * BILSTM_GATES + gate;
     bl_u64 window_row[W];
 #pragma unroll
     for (int w = 0; w < W; ++w) {
         const bl_u32 window = first_window + ((bl_u32)w < valid ? (bl_u32)w : valid - 1u);
         window_row[w] = (bl_u64)window * frames;
     }
-    float4 bias = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float4 gates_next[W];
-#pragma unroll
-    for (int w = 0; w < W; ++w) {
-        gates_next[w] = bias;
-    }
-    if (cell_lane) {
-        bias = __ldg(reinterpret_cast<const float4*>(bias_in + unit * BILSTM_GATES));
+    const float bias = __ldg(bias_in + unit * BILSTM_GATES + gate);
+    float gates_next[W];
+    {
         const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-            gates_next[w] = __ldg(gates_at + (window_row[w] + frame0) * (BILSTM_GATE_ROWS / 4));
+            gates_next[w] = __ldg(gates_at + (window_row[w] + frame0) * BILSTM_GATE_ROWS);
         }
     }
 
@@ -381,16 +385,16 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     bl_u32 step = 0;
     for (; step < frames; ++step) {
         const bl_u32 slot = step & 1u;
-        float4 gates_in[W];
+        float gates_in[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
             gates_in[w] = gates_next[w];
         }
-        if (cell_lane && step + 1u < frames) {
+        if (step + 1u < frames) {
             const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                gates_next[w] = __ldg(gates_at + (window_row[w] + next) * (BILSTM_GATE_ROWS / 4));
+                gates_next[w] = __ldg(gates_at + (window_row[w] + next) * BILSTM_GATE_ROWS);
             }
         }
         if (tid == 0) {
@@ -399,14 +403,11 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 
         // The writer warp's copy of h_{s-1} (step > 0), stored after the pushes.
         float4 row[W];
-        // Recurrent dots of the cell lane's four gates in each window; +0.0f at step 0.
-        float dot_i[W], dot_f[W], dot_g[W], dot_o[W];
+        // The recurrent dot of this lane's gate row in each window; +0.0f at step 0.
+        float dot[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-            dot_i[w] = 0.0f;
-            dot_f[w] = 0.0f;
-            dot_g[w] = 0.0f;
-            dot_o[w] = 0.0f;
+            dot[w] = 0.0f;
         }
         if (step > 0) {
             const bl_u32 prev = slot ^ 1u;
@@ -427,18 +428,15 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                 for (int i = 0; i < ROWS; ++i) {
                     v[i] = bl_dot_chain8(r[i], h);
                 }
-                bl_cl_reduce_level<ROWS, ROWS, 1>(v, (lane & 1) != 0);
-                bl_cl_reduce_level<ROWS, ROWS / 2, 2>(v, (lane & 2) != 0);
-                bl_cl_reduce_level<ROWS, ROWS / 4, 4>(v, (lane & 4) != 0);
+                bl_cl_reduce_level<ROWS, ROWS, 1>(v);
+                bl_cl_reduce_level<ROWS, ROWS / 2, 2>(v);
+                bl_cl_reduce_level<ROWS, ROWS / 4, 4>(v);
                 if (LEVELS == 4) {
-                    bl_cl_reduce_level<ROWS, 2, 8>(v, (lane & 8) != 0);
+                    bl_cl_reduce_level<ROWS, 2, 8>(v);
                 } else {
                     v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], 8);
                 }
-                dot_i[w] = v[0];
-                dot_f[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], F_OFFSET);
-                dot_g[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], G_OFFSET);
-                dot_o[w] = __shfl_xor_sync(BL_FULL_MASK, v[0], F_OFFSET | G_OFFSET);
+                dot[w] = v[0];
             }
             // The writer warp's copy of h_{s-1}: after the dot products' reads (not queued
             // ahead of them) but before this warp's pushes (a read after them could race with
@@ -451,14 +449,26 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
             }
         }
 
+        // Every lane activates its gate (bl_lstm_cell's functions: tanh for g, the sigmoid for
+        // i, f, o), then the cell lane takes f, g and o from their lanes. Both functions run on
+        // every lane and a select keeps the lane's own: one straight path for the warp (a
+        // branch by gate ran the two paths one after the other: slower, wip/lane-activations).
+        float act_i[W], act_f[W], act_g[W], act_o[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            const float pre = bl_preactivation(gates_in[w], dot[w], bias);
+            const float as_tanh = bl_tanhf(pre);
+            const float as_sigmoid = bl_sigmoid(pre);
+            const float act = is_g ? as_tanh : as_sigmoid;
+            act_i[w] = act;
+            act_f[w] = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET);
+            act_g[w] = __shfl_xor_sync(BL_FULL_MASK, act, G_OFFSET);
+            act_o[w] = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET | G_OFFSET);
+        }
         if (cell_lane) {
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                const float h = bl_lstm_cell(bl_preactivation(gates_in[w].x, dot_i[w], bias.x),
-                                             bl_preactivation(gates_in[w].y, dot_f[w], bias.y),
-                                             bl_preactivation(gates_in[w].z, dot_g[w], bias.z),
-                                             bl_preactivation(gates_in[w].w, dot_o[w], bias.w),
-                                             &c[w]);
+                const float h = bl_lstm_cell_activated(act_i[w], act_f[w], act_g[w], act_o[w], &c[w]);
                 if (!stalled) {
                     const bl_u32 dst =
                         h_addr0 + ((slot * W + w) * BILSTM_HIDDEN + unit) * (bl_u32)sizeof(float);

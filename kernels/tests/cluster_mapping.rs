@@ -16,7 +16,7 @@ mod lane_model;
 use bilstm_core::geometry::{
     CLUSTER_GROUP_LANES, CLUSTER_SIZES, CLUSTER_THREADS, DOT_CHAIN_TERMS, GATE_ROWS, GATES, HIDDEN,
 };
-use lane_model::{LANES, bit_reverse, reduce_level, shfl_xor, tree16, value};
+use lane_model::{LANES, bit_reverse, reduce_level_lower, shfl_xor, tree16, value};
 
 /// Row groups per CTA.
 const GROUPS_PER_CTA: usize = CLUSTER_THREADS / CLUSTER_GROUP_LANES;
@@ -87,20 +87,22 @@ fn check_warp<const W: usize>(s: usize, warp: usize) {
     // chains[row][j]: chain j of packed gate row `row` (order-sensitive values).
     let chain = |row: usize, j: usize| value((row * 16 + j) as u64 + 1000 * s as u64);
     let group_of = |lane: usize| warp * (LANES / CLUSTER_GROUP_LANES) + lane / CLUSTER_GROUP_LANES;
+    // Lane j keeps row i ^ rev_L(j mod W) in slot i (the kernel's `order`).
     let mut v = [[0.0f32; W]; LANES];
     for l in 0..LANES {
         let j = l % CLUSTER_GROUP_LANES;
+        let order = bit_reverse(j & (W - 1), levels);
         for i in 0..W {
-            v[l][i] = chain(group_of(l) * W + i, j);
+            v[l][i] = chain(group_of(l) * W + (i ^ order), j);
         }
     }
-    reduce_level(&mut v, W, 1);
-    reduce_level(&mut v, W / 2, 2);
-    reduce_level(&mut v, W / 4, 4);
+    reduce_level_lower(&mut v, W, 1);
+    reduce_level_lower(&mut v, W / 2, 2);
+    reduce_level_lower(&mut v, W / 4, 4);
     if levels == 4 {
-        reduce_level(&mut v, 2, 8);
+        reduce_level_lower(&mut v, 2, 8);
     } else {
-        reduce_level(&mut v, 1, 8);
+        reduce_level_lower(&mut v, 1, 8);
     }
     let first: [f32; LANES] = std::array::from_fn(|l| v[l][0]);
     // Lane j holds row rev_L(j) of its group.

@@ -52,6 +52,22 @@ pub fn reduce_level<const W: usize>(v: &mut [[f32; W]; LANES], n: usize, offset:
     }
 }
 
+/// The cluster kernel's select-free level (`bl_cl_reduce_level`): every lane keeps `v[0 .. n/2)`
+/// and adds the partner's `v[n/2 .. n)` (each lane's rows stored in the permuted order that makes
+/// that the same as [`reduce_level`]'s selection); `n == 1` adds the partner's single value.
+pub fn reduce_level_lower<const W: usize>(v: &mut [[f32; W]; LANES], n: usize, offset: usize) {
+    if n == 1 {
+        return reduce_level(v, 1, offset);
+    }
+    for i in 0..n / 2 {
+        let send: [f32; LANES] = std::array::from_fn(|l| v[l][i + n / 2]);
+        let recv = shfl_xor(&send, offset);
+        for l in 0..LANES {
+            v[l][i] += recv[l];
+        }
+    }
+}
+
 /// Deterministic, varied f32s over many binades (so a different summation order shows in the
 /// bits).
 pub fn value(seed: u64) -> f32 {
