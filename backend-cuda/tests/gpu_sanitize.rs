@@ -1,8 +1,9 @@
-//! GPU: one small pass per recurrence kernel (batch 2, 17 frames; wide, tiled and resident
-//! forced) for compute-sanitizer's memcheck, racecheck and synccheck (`scripts/gpu-bundle`'s
-//! run.sh runs this binary under each tool with a long spin timeout:
-//! `BILSTM_SPIN_TIMEOUT_MS`), each checked against the f64 reference. The default plan's pass
-//! (resident on the H200) runs too, and a graph replay of it, and a chunked host pass.
+//! GPU: one small pass per recurrence kernel (17 frames; wide, tiled, resident and the 2-CTA
+//! cluster kernels with one and two windows a cluster forced) for compute-sanitizer's memcheck,
+//! racecheck and synccheck (`scripts/gpu-bundle`'s run.sh runs this binary under each tool with
+//! a long spin timeout: `BILSTM_SPIN_TIMEOUT_MS`), each checked against the f64 reference. The
+//! default plan's pass (4-CTA clusters on the H200) runs too, and a graph replay of it, and a
+//! chunked host pass.
 
 // Test helpers: a failed expectation is a failed test.
 #![allow(clippy::expect_used)]
@@ -74,26 +75,47 @@ fn small_resident_pass_for_sanitizers() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_cluster2_pass_for_sanitizers() {
+    cluster2_pass(2, 1);
+}
+
+/// The two-window 2-CTA cluster kernel (the plan's choice at batch 64 and above on an H200), at
+/// batch 3: one cluster with two windows and one whose second window is absent.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_cluster2w2_pass_for_sanitizers() {
+    cluster2_pass(3, 2);
+}
+
+/// One forward of `batch` windows (17 frames) with 2-CTA clusters of `windows` windows each,
+/// checked against the f64 reference.
+fn cluster2_pass(batch: usize, windows: usize) {
     let shape = StackShape::pyannote().with_frames(17);
     let st = stack(&shape);
-    let batch = 2;
     let input = random_input(&shape, batch, INPUT_SEED);
     let mut b = prepared(&st, batch);
     b.set_overrides(bilstm_cuda::Overrides {
         recurrence: Some(RecurrenceKind::Cluster),
         cluster_size: Some(2),
+        cluster_windows: Some(windows),
         ..bilstm_cuda::Overrides::default()
     })
     .expect("forcing 2-CTA clusters");
     let got = run(&mut b, &shape, &input, batch);
     let s = b.last_forward().expect("summary");
     assert_eq!(
-        s.plan.schedule.choice.cluster().map(|c| c.cluster_size),
-        Some(2)
+        s.plan
+            .schedule
+            .choice
+            .cluster()
+            .map(|c| (c.cluster_size, c.windows_per_cluster)),
+        Some((2, windows))
     );
     let want = reference(&st, &input, batch);
     let (rel, max_abs) = errors(&got, &want);
-    eprintln!("cluster2: batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+    eprintln!(
+        "cluster2 ({windows} window(s) a cluster): batch {batch}, 17 frames: rel L2 {rel:.3e}, \
+         max abs {max_abs:.3e}"
+    );
     assert!(rel <= budget());
 }
 
