@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | upload chunk 0 | `H→D 0`, record `chunk_uploaded` | |
 //! | queue chunk 0 | | wait `chunk_uploaded`; pass 0; record `chunk_done` |
-//! | upload chunk k+1 | `H→D k+1`, record `chunk_uploaded` | (pass k running) |
+//! | upload chunk k+1 (once `H→D k` is done: one staging buffer) | `H→D k+1`, record `chunk_uploaded` | (pass k running) |
 //! | queue chunk k+1 | wait `chunk_done` (pass k) | wait `chunk_uploaded`; pass k+1; record `chunk_done` |
 //! | download chunk k | `D→H k` (the host waits for it) | (pass k+1 running) |
 //!
@@ -420,9 +420,18 @@ impl CudaBackend {
                 .ok_or_else(|| short("input"))?;
             match staging {
                 Some(stage) => {
+                    // The previous chunk's upload may still be reading the staging memory
+                    // (chunk k + 1 is staged while chunk k's DMA runs; a pass of 128 windows
+                    // got 1 to 10 of its first chunk's windows from the second chunk before
+                    // this wait: `gpu_batches`, H200, session 6): wait for that DMA. An event
+                    // never recorded (chunk 0) is complete.
+                    st.chunk_uploaded
+                        .synchronize()
+                        .map_err(CudaError::driver("waiting for the previous chunk's upload"))?;
                     // SAFETY: `stage.input` holds at least the widest chunk's input
-                    // (chunk_staging checked), and nothing reads it now: the copy stream, the
-                    // only reader, was synchronized after the previous chunk's upload (below).
+                    // (chunk_staging checked), and nothing reads it now: its only reader, the
+                    // copy stream's upload of the previous chunk, has completed (the event
+                    // above, recorded after that upload; chunk 0 has no previous upload).
                     let staged =
                         unsafe { std::slice::from_raw_parts_mut(stage.input, range.len()) };
                     pool.copy(&input[range], staged);
