@@ -12,13 +12,11 @@
 //     candidate for a later change; expected 0 on sm_90 with ptxas 13.0's lowering)
 //   6 control: sigmoid with the bare ftz estimate, which MUST differ (x below about -87.3,
 //     where 1 / (1 + e^-x) is subnormal): proves the sweep sees a difference when there is one.
-//   7 bl_gate_activation(x, false) against bl_sigmoid(x), 8 bl_gate_activation(x, true) against
-//     bl_tanhf(x) (the cluster kernel's one-exp activation of either gate kind)
 // Launch: any 1-D grid (grid-stride over the 2^32 patterns); counts[BLT_SLOTS],
 // first[BLT_SLOTS * BLT_FIRST] and taken[BLT_SLOTS] zeroed by the host. Recorded inputs are the
 // first few found, in no particular order.
 
-#define BLT_SLOTS 9
+#define BLT_SLOTS 7
 #define BLT_FIRST 8
 
 __device__ __forceinline__ bool blt_same(float a, float b) {
@@ -125,8 +123,6 @@ extern "C" __global__ void bl_numerics_sweep(bl_u64* counts, bl_u32* first, bl_u
         blt_cell(u0, u1, u2, u3, x, bits, &t);
         blt_check(5, blt_sigmoid_rescaled(x), sig_old, bits, &t);
         blt_check(6, blt_sigmoid_bare_ftz(x), sig_old, bits, &t);
-        blt_check(7, bl_gate_activation(x, false), bl_sigmoid(x), bits, &t);
-        blt_check(8, bl_gate_activation(x, true), bl_tanhf(x), bits, &t);
     }
 #pragma unroll
     for (int k = 0; k < BLT_SLOTS; ++k) {

@@ -153,29 +153,6 @@ __device__ __forceinline__ float bl_tanhf(float x) {
     return (a < BL_TANH_POLY_LIMIT) ? poly : big;
 }
 
-// One gate's activation with one exp and one reciprocal: bl_sigmoid(x) when tanh_gate is false,
-// bl_tanhf(x) when it is true, with exactly their bits (every one of the 2^32 inputs:
-// backend-cuda/tests/gpu_numerics.rs, sweep slots 7 and 8). For kernels whose lanes each
-// activate one gate of either kind without diverging (recurrence_cluster.cu): the exp's
-// argument is selected (-x for the sigmoid, 2|x| for tanh), and so are the results.
-// Why the bits are the same: the sigmoid is bl_sigmoid's expression; tanh's large path needs
-// 1 / (e^(2|x|) + 1), which bl_tanhf takes from bl_rcp_ftz and this from bl_rcp (the sum is the
-// same: IEEE addition commutes). The two agree for every argument up to 2^126, and above it
-// the result 1 - 2r rounds to 1.0 with either (see bl_rcp_ftz).
-__device__ __forceinline__ float bl_gate_activation(float x, bool tanh_gate) {
-    const float a = fabsf(x);
-    const float r = bl_rcp(1.0f + bl_expf(tanh_gate ? 2.0f * a : -x));
-    const float s = x * x;
-    float p = __fmaf_rn(BL_TANH_P0, s, BL_TANH_P1);
-    p = __fmaf_rn(p, s, BL_TANH_P2);
-    p = __fmaf_rn(p, s, BL_TANH_P3);
-    p = __fmaf_rn(p, s, BL_TANH_P4);
-    const float poly = __fmaf_rn(p * s, x, x);
-    const float big = copysignf(__fmaf_rn(-2.0f, r, 1.0f), x);
-    const float th = (a < BL_TANH_POLY_LIMIT) ? poly : big;
-    return tanh_gate ? th : r;
-}
-
 // One 8-term chain of the recurrent dot product: ascending k, starting from 0.0f.
 __device__ __forceinline__ float bl_dot_chain8(const float r[BILSTM_DOT_CHAIN_TERMS],
                                                const float h[BILSTM_DOT_CHAIN_TERMS]) {

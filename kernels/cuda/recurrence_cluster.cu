@@ -450,14 +450,16 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
         }
 
         // Every lane activates its gate (bl_lstm_cell's functions: tanh for g, the sigmoid for
-        // i, f, o, with their bits: bl_gate_activation, one exp and one reciprocal with selected
-        // arguments, no divergence; a branch by gate ran the two paths one after the other:
-        // slower, wip/lane-activations), then the cell lane takes f, g and o from their lanes.
+        // i, f, o), then the cell lane takes f, g and o from their lanes. Both functions run on
+        // every lane and a select keeps the lane's own: one straight path for the warp (a
+        // branch by gate ran the two paths one after the other: slower, wip/lane-activations).
         float act_i[W], act_f[W], act_g[W], act_o[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
             const float pre = bl_preactivation(gates_in[w], dot[w], bias);
-            const float act = bl_gate_activation(pre, is_g);
+            const float as_tanh = bl_tanhf(pre);
+            const float as_sigmoid = bl_sigmoid(pre);
+            const float act = is_g ? as_tanh : as_sigmoid;
             act_i[w] = act;
             act_f[w] = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET);
             act_g[w] = __shfl_xor_sync(BL_FULL_MASK, act, G_OFFSET);
