@@ -172,10 +172,10 @@ if ls "$bin"/bench-* >/dev/null 2>&1; then
             done
         done"
 fi
-# clusters (not in the default run): every cluster shape forced, per-layer phases, at batches
-# around the wave boundaries (the plan's cluster rules).
+# clusters (not in the default run): every cluster shape forced (CLUSTER_KINDS), per-layer
+# phases, at batches around the wave boundaries (CLUSTER_BATCHES; the plan's cluster rules).
 run_group clusters 240 'batch|layer' "$bin/bench" --batches ${CLUSTER_BATCHES:-1,8,16,24,31,32,33,48,64,65,128,256,1024} \
-    --kinds cluster2,cluster4,cluster2w2 --tiles auto --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
+    --kinds ${CLUSTER_KINDS:-cluster2,cluster4,cluster2w2} --tiles auto --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
 # x3bench (not in the default run; BILSTM_RUN_ONLY="x3bench cudnn ..."): the FP32 projection
 # tiles against each other with the plan's recurrence, eager and graph, and --phases with each
 # 3xTF32 tile forced at batches 1, 8 and 32.

@@ -232,10 +232,13 @@ impl CompiledKernel {
 /// The loaded kernels of one device: every entry of [`bilstm_kernels::ALL`], with its real
 /// resources.
 /// The cluster kernels, whose co-resident clusters [`Kernels::load`] asks the driver for.
-const CLUSTER_KERNELS: [KernelId; 3] = [
+const CLUSTER_KERNELS: [KernelId; 6] = [
     KernelId::RecurrenceCluster2,
     KernelId::RecurrenceCluster4,
     KernelId::RecurrenceCluster2W2,
+    KernelId::RecurrenceCluster2W4,
+    KernelId::RecurrenceCluster2W8,
+    KernelId::RecurrenceCluster2W16,
 ];
 
 #[derive(Debug)]

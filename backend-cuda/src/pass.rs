@@ -442,6 +442,9 @@ fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
         (2, 1) => Ok(KernelId::RecurrenceCluster2),
         (4, 1) => Ok(KernelId::RecurrenceCluster4),
         (2, 2) => Ok(KernelId::RecurrenceCluster2W2),
+        (2, 4) => Ok(KernelId::RecurrenceCluster2W4),
+        (2, 8) => Ok(KernelId::RecurrenceCluster2W8),
+        (2, 16) => Ok(KernelId::RecurrenceCluster2W16),
         _ => Err(CudaError::Internal {
             what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
         }),

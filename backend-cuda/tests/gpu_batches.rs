@@ -13,9 +13,10 @@
 mod gpu_support;
 
 use bilstm_core::StackShape;
+use bilstm_core::geometry::CLUSTER_TILE_WINDOWS;
 use bilstm_core::owned::random_input;
 use bilstm_core::plan::pipeline::HOST_CHUNK_WINDOWS;
-use bilstm_cuda::{CudaBackend, RecurrenceKind};
+use bilstm_cuda::{CudaBackend, Overrides, RecurrenceKind};
 use gpu_support::{INPUT_SEED, force, prepared, run, stack};
 
 /// The batches compared with batch 1 (issue 14 item 5, plus 64 and 128: the plan's last
@@ -158,4 +159,72 @@ fn passes_of_128_and_256_windows_give_the_same_bits() {
         bad.len(),
         bad.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
     );
+}
+
+/// The window-tile cluster kernels (2-CTA clusters of 4, 8 and 16 windows, R in shared memory),
+/// forced: every window of batches 1 to 257 (partial last tiles included), device-resident and
+/// through the host path (unsplit with the zero-copy output and its one progress report, and
+/// chunked), has the bits it has run alone with the plan's kernels.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn window_tile_kernels_give_every_window_its_batch_one_bits() {
+    let shape = StackShape::pyannote();
+    let st = stack(&shape);
+    let big = 257;
+    let all = random_input(&shape, big, INPUT_SEED + 5);
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    let mut gpu = prepared(&st, big);
+    let mut alone = Vec::with_capacity(big * out_w);
+    for w in 0..big {
+        alone.extend(run(&mut gpu, &shape, &all[w * in_w..(w + 1) * in_w], 1));
+    }
+    let mut failures = Vec::new();
+    for windows in CLUSTER_TILE_WINDOWS {
+        gpu.set_overrides(Overrides {
+            recurrence: Some(RecurrenceKind::Cluster),
+            cluster_size: Some(2),
+            cluster_windows: Some(windows),
+            ..Overrides::default()
+        })
+        .unwrap_or_else(|e| panic!("forcing 2-CTA clusters of {windows} windows: {e}"));
+        for batch in [1, 5, 33, 128, 257] {
+            let mut outputs = Vec::new();
+            for chunk in [0, HOST_CHUNK_WINDOWS] {
+                gpu.set_host_chunk(chunk);
+                outputs.push((
+                    format!("host chunk {chunk}"),
+                    run(&mut gpu, &shape, &all[..batch * in_w], batch),
+                ));
+            }
+            outputs.push((
+                "device-resident".to_string(),
+                run_device(&mut gpu, &shape, &all, batch),
+            ));
+            let summary = gpu.last_forward().expect("summary");
+            let schedule = summary
+                .plan
+                .schedule
+                .choice
+                .cluster()
+                .map(|c| c.windows_per_cluster);
+            assert_eq!(schedule, Some(windows), "the forced tile ran");
+            for (what, got) in outputs {
+                let bad =
+                    differing_windows(&alone[..batch * out_w], &got, out_w, shape.output_width());
+                eprintln!(
+                    "cluster2w{windows} batch {batch} {what}: {} of {batch} windows differ",
+                    bad.len()
+                );
+                if let Some(first) = bad.first() {
+                    failures.push(format!(
+                        "cluster2w{windows} batch {batch} {what}: {} windows differ, first {first}",
+                        bad.len()
+                    ));
+                }
+            }
+        }
+    }
+    gpu.set_host_chunk(HOST_CHUNK_WINDOWS);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -86,6 +86,16 @@ fn small_cluster2w2_pass_for_sanitizers() {
     cluster2_pass(3, 2);
 }
 
+/// The window-tile cluster kernels (2-CTA clusters of 4, 8 and 16 windows, R in shared memory),
+/// each with a partial last tile (batch = tile + 1).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_cluster_tile_passes_for_sanitizers() {
+    for windows in bilstm_core::geometry::CLUSTER_TILE_WINDOWS {
+        cluster2_pass(windows + 1, windows);
+    }
+}
+
 /// One forward of `batch` windows (17 frames) with 2-CTA clusters of `windows` windows each,
 /// checked against the f64 reference.
 fn cluster2_pass(batch: usize, windows: usize) {

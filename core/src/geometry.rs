@@ -87,8 +87,51 @@ pub const CLUSTER_MAX_SIZE: usize = 4;
 /// [`CLUSTER_MAX_WINDOWS`] windows per cluster (`bilstm_recurrence_cluster2w2`: each lane applies
 /// its registers of R to both windows' hidden states every step).
 pub const CLUSTER_MULTI_WINDOW_SIZE: usize = 2;
-/// Cluster recurrence: the most windows one cluster runs side by side.
+/// Cluster recurrence: the most windows one cluster of the register kernels runs side by side.
 pub const CLUSTER_MAX_WINDOWS: usize = 2;
+/// Cluster recurrence: the window tiles of the shared-memory kernels
+/// (`bilstm_recurrence_cluster2w4`, `bilstm_recurrence_cluster2w8`, `bilstm_recurrence_cluster2w16`): 2-CTA clusters that keep
+/// their rows of R transposed in shared memory ([`CLUSTER_TILE_SHARED_BYTES`]) and run this many
+/// windows of one direction side by side, each thread all four gates of one unit in a quarter
+/// of them.
+pub const CLUSTER_TILE_WINDOWS: [usize; 3] = [4, 8, 16];
+/// Cluster recurrence, window-tile kernels: dynamic shared bytes of a CTA, its half of R
+/// transposed (`HIDDEN` x `GATE_ROWS / 2` floats: 128 KiB).
+pub const CLUSTER_TILE_SHARED_BYTES: usize = HIDDEN * (GATE_ROWS / 2) * 4;
+
+/// Whether a cluster kernel is built for clusters of `size` CTAs running `windows` windows each:
+/// one window with every size of [`CLUSTER_SIZES`], and with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA
+/// clusters also [`CLUSTER_MAX_WINDOWS`] and every [`CLUSTER_TILE_WINDOWS`].
+///
+/// ```
+/// use bilstm_core::geometry::cluster_kernel_built;
+/// assert!(cluster_kernel_built(4, 1) && cluster_kernel_built(2, 16));
+/// assert!(!cluster_kernel_built(4, 2) && !cluster_kernel_built(2, 3));
+/// ```
+pub const fn cluster_kernel_built(size: usize, windows: usize) -> bool {
+    let mut i = 0;
+    let mut size_ok = false;
+    while i < CLUSTER_SIZES.len() {
+        size_ok |= CLUSTER_SIZES[i] == size;
+        i += 1;
+    }
+    if !size_ok {
+        return false;
+    }
+    if windows == 1 {
+        return true;
+    }
+    if size != CLUSTER_MULTI_WINDOW_SIZE {
+        return false;
+    }
+    let mut j = 0;
+    let mut tile = false;
+    while j < CLUSTER_TILE_WINDOWS.len() {
+        tile |= CLUSTER_TILE_WINDOWS[j] == windows;
+        j += 1;
+    }
+    windows == CLUSTER_MAX_WINDOWS || tile
+}
 
 /// FP32 projection: output tile edge of the small tile.
 pub const PROJ_SMALL_TILE: usize = 64;

@@ -9,8 +9,9 @@
 //
 // Launch contract
 // - Entries: bilstm_recurrence_cluster2 (S = 2, W = 1), bilstm_recurrence_cluster4 (S = 4,
-//   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), each (const
-//   bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each other, so
+//   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), R in registers; the window-tile
+//   entries bilstm_recurrence_cluster2w4, 2w8 and 2w16 (S = 2, W = 4, 8, 16; R in shared
+//   memory, see "The window-tile kernels" below); each (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each other, so
 //   clusters beyond the device's capacity run in later waves.
 // - Grid: (2 * ceil(batch / W) * S, 1, 1) with the cluster dimension (S, 1, 1) given at launch
 //   (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); cluster x = blockIdx.x / S runs windows (x / 2) W ..
@@ -18,7 +19,10 @@
 //   last cluster with fewer windows computes a copy of its last window in the missing slot and
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
 //   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
-//   (1,040 bytes for W = 1, 2,064 for W = 2).
+//   (1,040 bytes for W = 1, 2,064 for W = 2). The window-tile entries: dynamic shared
+//   BILSTM_HIDDEN * BILSTM_GATE_ROWS / 2 floats (131,072 bytes, geometry
+//   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and the same static
+//   layout (4,112 / 8,208 / 16,400 bytes for W = 4 / 8 / 16).
 // - Parameters: bl_recurrence_cluster_params (112 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
 // - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
@@ -37,7 +41,8 @@
 //   host memory): progress[w * 2 + d] is written, for every window w < batch and direction d,
 //   with the number of steps n whose rows out[(w * frames + t) * 256 + d * 128 + 0 .. 128) are
 //   visible to the host (system scope) by then: n = k * BILSTM_CLUSTER_PROGRESS_STEPS for k >= 1
-//   as the steps pass, and n = frames after the last. The values only grow; the host zeroes the
+//   as the steps pass, and n = frames after the last (the window-tile entries report only
+//   n = frames, after the last step). The values only grow; the host zeroes the
 //   words before the launch. A kernel that ends with a lost partner may stop reporting early.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal the wide, tiled and resident kernels'; the dot-product tree is realised by
@@ -524,10 +529,293 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     bl_cl_cluster_sync();
 }
 
+// ---- The window-tile kernels (bilstm_recurrence_cluster2w4 / 2w8 / 2w16) ---------------------------
+// A 2-CTA cluster per direction and tile of W = 4 * WPT windows. CTA rank r keeps the rows of
+// units 64 r .. 64 r + 63 (all four gates of each: 256 packed rows) transposed in dynamic shared
+// memory, R^T[k][row] (row = unit_local * 4 + gate, 1 KiB per k), so registers are free for
+// the windows. Thread t (warp v = t / 32, lane l = t % 32) owns unit_local = 8 v + l % 8 and
+// the WPT windows g WPT .. g WPT + WPT - 1 of the tile, g = l / 8: all four gates of its unit in
+// each of its windows, 4 WPT dot products. Per k it reads one float4 of R^T (its unit's four
+// gates; a quarter-warp reads 128 contiguous bytes) and WPT floats of h (h_t[slot][k][window]:
+// its windows side by side; a quarter-warp reads the same ones), and updates 4 WPT chains. Each
+// chain is numerics.cuh's: ascending k from 0.0f, eight terms; chain j of every dot is folded
+// into the fixed pairwise tree as soon as it is done (a stack of four partial sums a dot), so
+// every dot has exactly bl_dot_tree16's bits. The cell update is bl_lstm_cell on the thread's
+// own four pre-activations (no lane exchange). The thread pushes its WPT hidden values of the
+// step (contiguous in h_t) with one vector st.async into each CTA, completing 4 WPT bytes on
+// that CTA's mbarrier, and stores them to the output itself (WPT 4-byte stores). Waits, slot
+// reuse, the lost-partner timeout and the stall hook are the one-window kernel's. Progress: a
+// layer that writes host memory is reported once, after the last step (every CTA's stores are
+// ordered before it by the closing cluster barrier and a system-scope fence).
+template <int WPT>
+__device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_cluster_params& p) {
+    constexpr int S = 2;
+    constexpr int W = 4 * WPT;
+    constexpr int UNITS = BILSTM_HIDDEN / S;             // units per CTA: 64
+    constexpr int ROWS = UNITS * BILSTM_GATES;           // R^T row length: 256
+    constexpr bl_u32 STEP_BYTES = (bl_u32)(W * BILSTM_HIDDEN * sizeof(float));
+    static_assert(WPT == 1 || WPT == 2 || WPT == 4, "one, two or four windows a thread");
+    static_assert(BL_CL_THREADS == UNITS * 4, "one thread per unit and window group");
+    static_assert(BILSTM_DOT_CHAINS == 16 && BL_CL_TERMS == 8, "16 chains of 8 terms");
+
+    extern __shared__ __align__(16) float r_t[];          // [BILSTM_HIDDEN][ROWS]
+    __shared__ __align__(16) float h_t[2][BILSTM_HIDDEN][W];
+    __shared__ __align__(8) bl_u64 bar[2];
+
+    const bl_u32 rank = bl_cl_rank();
+    const bl_u32 cluster = blockIdx.x / S;
+    const bl_u32 first_window = (cluster / 2) * W;
+    const bl_u32 direction = cluster % 2;
+    if (first_window >= p.batch) {
+        return;
+    }
+    const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
+    const int tid = threadIdx.x;
+    const int lane32 = tid % BILSTM_WARP_THREADS;
+    const int unit_local = (tid / BILSTM_WARP_THREADS) * 8 + lane32 % 8;
+    const int group = lane32 / 8;
+    const bl_u32 unit = rank * UNITS + (bl_u32)unit_local;
+    const bl_u32 frames = p.frames;
+    const bool stalled = p.stall_cta == (int)blockIdx.x;
+    const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
+    const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
+    const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
+
+    // R^T of this CTA's rows: thread t copies row t's 128 values (rows 256 rank + t), one column
+    // of r_t.
+    {
+        const float4* src = reinterpret_cast<const float4*>(recurrent + ((bl_u64)rank * ROWS + tid) * BILSTM_HIDDEN);
+#pragma unroll 4
+        for (int q = 0; q < BILSTM_HIDDEN / 4; ++q) {
+            const float4 v = __ldg(src + q);
+            r_t[(4 * q + 0) * ROWS + tid] = v.x;
+            r_t[(4 * q + 1) * ROWS + tid] = v.y;
+            r_t[(4 * q + 2) * ROWS + tid] = v.z;
+            r_t[(4 * q + 3) * ROWS + tid] = v.w;
+        }
+    }
+
+    bl_u64 window_row[WPT];
+#pragma unroll
+    for (int w = 0; w < WPT; ++w) {
+        const bl_u32 slot_w = (bl_u32)(group * WPT + w);
+        const bl_u32 window = first_window + (slot_w < valid ? slot_w : valid - 1u);
+        window_row[w] = (bl_u64)window * frames;
+    }
+    const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
+    float4 gates_next[WPT];
+    {
+        const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
+#pragma unroll
+        for (int w = 0; w < WPT; ++w) {
+            gates_next[w] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[w] + frame0) * BILSTM_GATE_ROWS) + unit);
+        }
+    }
+
+    const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
+    const bl_u32 h_addr0 = bl_cl_smem(&h_t[0][0][0]);
+    if (tid == 0) {
+        bl_cl_mbar_init(bar_addr0, 1);
+        bl_cl_mbar_init(bar_addr0 + 8u, 1);
+        bl_cl_fence_mbar_init();
+    }
+    // Every CTA's barriers are initialised (and this CTA's R^T written) before any push.
+    __syncthreads();
+    bl_cl_cluster_sync();
+
+    float c[WPT];
+#pragma unroll
+    for (int w = 0; w < WPT; ++w) {
+        c[w] = 0.0f;
+    }
+    bool aborted = false;
+    bool timed_out = false;
+    bl_u32 step = 0;
+    for (; step < frames; ++step) {
+        const bl_u32 slot = step & 1u;
+        float4 gates_in[WPT];
+#pragma unroll
+        for (int w = 0; w < WPT; ++w) {
+            gates_in[w] = gates_next[w];
+        }
+        if (step + 1u < frames) {
+            const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
+#pragma unroll
+            for (int w = 0; w < WPT; ++w) {
+                gates_next[w] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[w] + next) * BILSTM_GATE_ROWS) + unit);
+            }
+        }
+        if (tid == 0) {
+            bl_cl_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
+        }
+        // dot[gate][window]: +0.0f at step 0.
+        float dot[4][WPT];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+#pragma unroll
+            for (int w = 0; w < WPT; ++w) {
+                dot[q][w] = 0.0f;
+            }
+        }
+        if (step > 0) {
+            const bl_u32 prev = slot ^ 1u;
+            const bool ok = bl_cl_wait(bar_addr0 + 8u * prev, ((step - 1u) >> 1) & 1u,
+                                       p.spin_timeout_ns, p.error, &timed_out);
+            if (__any_sync(BL_FULL_MASK, !ok)) {
+                aborted = true;
+                break;
+            }
+            // The tree's partial sums: level 1 (pairs of chains), 2 (quads), 3 (eights).
+            float l1[4][WPT], l2[4][WPT], l3[4][WPT];
+#pragma unroll
+            for (int j = 0; j < BILSTM_DOT_CHAINS; ++j) {
+                float ch[4][WPT];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+#pragma unroll
+                    for (int w = 0; w < WPT; ++w) {
+                        ch[q][w] = 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int m = 0; m < BL_CL_TERMS; ++m) {
+                    const int k = j * BL_CL_TERMS + m;
+                    const float4 rv = *reinterpret_cast<const float4*>(&r_t[k * ROWS + unit_local * 4]);
+                    float hv[WPT];
+                    if (WPT == 4) {
+                        const float4 h4 = *reinterpret_cast<const float4*>(&h_t[prev][k][group * WPT]);
+                        hv[0] = h4.x;
+                        hv[1] = h4.y;
+                        hv[WPT > 2 ? 2 : 0] = h4.z;
+                        hv[WPT > 3 ? 3 : 0] = h4.w;
+                    } else if (WPT == 2) {
+                        const float2 h2 = *reinterpret_cast<const float2*>(&h_t[prev][k][group * WPT]);
+                        hv[0] = h2.x;
+                        hv[WPT > 1 ? 1 : 0] = h2.y;
+                    } else {
+                        hv[0] = h_t[prev][k][group];
+                    }
+#pragma unroll
+                    for (int w = 0; w < WPT; ++w) {
+                        ch[0][w] = __fmaf_rn(rv.x, hv[w], ch[0][w]);
+                        ch[1][w] = __fmaf_rn(rv.y, hv[w], ch[1][w]);
+                        ch[2][w] = __fmaf_rn(rv.z, hv[w], ch[2][w]);
+                        ch[3][w] = __fmaf_rn(rv.w, hv[w], ch[3][w]);
+                    }
+                }
+                // Fold chain j into bl_dot_tree16's tree.
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+#pragma unroll
+                    for (int w = 0; w < WPT; ++w) {
+                        if ((j & 1) == 0) {
+                            l1[q][w] = ch[q][w];
+                        } else {
+                            const float a = l1[q][w] + ch[q][w];
+                            if ((j & 2) == 0) {
+                                l2[q][w] = a;
+                            } else {
+                                const float b = l2[q][w] + a;
+                                if ((j & 4) == 0) {
+                                    l3[q][w] = b;
+                                } else {
+                                    const float e = l3[q][w] + b;
+                                    if ((j & 8) == 0) {
+                                        dot[q][w] = e;
+                                    } else {
+                                        dot[q][w] = dot[q][w] + e;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        float h[WPT];
+#pragma unroll
+        for (int w = 0; w < WPT; ++w) {
+            h[w] = bl_lstm_cell(bl_preactivation(gates_in[w].x, dot[0][w], bias.x),
+                                bl_preactivation(gates_in[w].y, dot[1][w], bias.y),
+                                bl_preactivation(gates_in[w].z, dot[2][w], bias.z),
+                                bl_preactivation(gates_in[w].w, dot[3][w], bias.w), &c[w]);
+        }
+        if (!stalled) {
+            const bl_u32 dst = h_addr0 + ((slot * BILSTM_HIDDEN + unit) * W + (bl_u32)(group * WPT)) * (bl_u32)sizeof(float);
+            const bl_u32 done = bar_addr0 + 8u * slot;
+#pragma unroll
+            for (int q = 0; q < S; ++q) {
+                const bl_u32 to = bl_cl_mapa(dst, (bl_u32)q);
+                const bl_u32 on = bl_cl_mapa(done, (bl_u32)q);
+                if (WPT == 4) {
+                    asm volatile(
+                        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+                        :
+                        : "r"(to), "r"(__float_as_uint(h[0])), "r"(__float_as_uint(h[1])),
+                          "r"(__float_as_uint(h[WPT > 2 ? 2 : 0])), "r"(__float_as_uint(h[WPT > 3 ? 3 : 0])), "r"(on)
+                        : "memory");
+                } else if (WPT == 2) {
+                    asm volatile(
+                        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];"
+                        :
+                        : "r"(to), "r"(__float_as_uint(h[0])), "r"(__float_as_uint(h[WPT > 1 ? 1 : 0])), "r"(on)
+                        : "memory");
+                } else {
+                    bl_cl_push(to, h[0], on);
+                }
+            }
+        }
+        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+#pragma unroll
+        for (int w = 0; w < WPT; ++w) {
+            if ((bl_u32)(group * WPT + w) < valid) {
+                p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] = h[w];
+                if (step + 1u == frames) {
+                    bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
+                                         first_window + (bl_u32)(group * WPT + w), unit, h[w], c[w]);
+                }
+            }
+        }
+    }
+
+    if (timed_out) {
+        bl_exchange_report_lost(p.error, p.layer, direction, step);
+    }
+    // Every push into this CTA has landed before it may leave: the last step's phase.
+    if (tid == 0 && !aborted && frames > 0) {
+        bool late = false;
+        const bl_u32 last = frames - 1u;
+        const bool landed = bl_cl_wait(bar_addr0 + 8u * (last & 1u), (last >> 1) & 1u,
+                                       p.spin_timeout_ns, p.error, &late);
+        if (!landed && late) {
+            bl_exchange_report_lost(p.error, p.layer, direction, frames);
+        }
+    }
+    bl_cl_cluster_sync();
+    // Progress (host-memory output only): one report after the last step, once every thread of
+    // both CTAs has stored its rows (the cluster barrier above orders them before this).
+    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
+        __threadfence_system();
+        for (bl_u32 w = 0; w < valid; ++w) {
+            asm volatile("st.relaxed.sys.b32 [%0], %1;"
+                         :
+                         : "l"(p.progress + ((bl_u64)(first_window + w) * 2u + direction)), "r"(frames)
+                         : "memory");
+        }
+    }
+}
+
+#define BL_CL_TILE_BODY(WPT) bl_recurrence_cluster_tile<WPT>(p)
 #define BL_CL_ENTRY_BODY(S, W) bl_recurrence_cluster<S, W>(p)
 #else
 // Before sm_90 there are no thread-block clusters: the entries trap (the plan never picks them).
 #define BL_CL_ENTRY_BODY(S, W) \
+    do {                      \
+        (void)p;              \
+        asm volatile("trap;"); \
+    } while (0)
+#define BL_CL_TILE_BODY(WPT) \
     do {                      \
         (void)p;              \
         asm volatile("trap;"); \
@@ -547,4 +835,19 @@ extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 2)
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
     bilstm_recurrence_cluster2w2(const bl_recurrence_cluster_params p) {
     BL_CL_ENTRY_BODY(2, 2);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
+    bilstm_recurrence_cluster2w4(const bl_recurrence_cluster_params p) {
+    BL_CL_TILE_BODY(1);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
+    bilstm_recurrence_cluster2w8(const bl_recurrence_cluster_params p) {
+    BL_CL_TILE_BODY(2);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
+    bilstm_recurrence_cluster2w16(const bl_recurrence_cluster_params p) {
+    BL_CL_TILE_BODY(4);
 }

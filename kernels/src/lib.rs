@@ -57,6 +57,17 @@ pub enum KernelId {
     /// `bilstm_recurrence_cluster2w2` (`recurrence_cluster.cu`): 2-CTA thread-block clusters
     /// per pair of windows and direction, R in registers (compute capability 9.0 and later).
     RecurrenceCluster2W2,
+    /// `bilstm_recurrence_cluster2w4` (`recurrence_cluster.cu`): 2-CTA thread-block clusters per
+    /// tile of 4 windows and direction, R transposed in shared memory (compute capability 9.0
+    /// and later).
+    RecurrenceCluster2W4,
+    /// `bilstm_recurrence_cluster2w8` (`recurrence_cluster.cu`): 2-CTA thread-block clusters per
+    /// tile of 8 windows and direction, R transposed in shared memory (compute capability 9.0
+    /// and later).
+    RecurrenceCluster2W8,
+    /// `bilstm_recurrence_cluster2w16` (`recurrence_cluster.cu`): as `RecurrenceCluster2W8` with
+    /// tiles of 16 windows.
+    RecurrenceCluster2W16,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
@@ -69,7 +80,7 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 12] = [
+pub const ALL: [KernelId; 15] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -79,6 +90,9 @@ pub const ALL: [KernelId; 12] = [
     KernelId::RecurrenceCluster2,
     KernelId::RecurrenceCluster4,
     KernelId::RecurrenceCluster2W2,
+    KernelId::RecurrenceCluster2W4,
+    KernelId::RecurrenceCluster2W8,
+    KernelId::RecurrenceCluster2W16,
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
@@ -305,6 +319,57 @@ pub const RECURRENCE_CLUSTER2W2: Kernel = Kernel {
     dynamic_shared_bytes: 0,
 };
 
+/// `bilstm_recurrence_cluster2w4`: [`RECURRENCE_CLUSTER2W8`] with tiles of 4 windows (one a
+/// thread); grid `2 * ceil(batch / 4) * 2` CTAs.
+pub const RECURRENCE_CLUSTER2W4: Kernel = Kernel {
+    id: KernelId::RecurrenceCluster2W4,
+    entry: "bilstm_recurrence_cluster2w4",
+    source_name: "recurrence_cluster.cu",
+    source: RECURRENCE_CLUSTER_SOURCE,
+    launch: LaunchKind::Cluster {
+        size: 2,
+        windows: geometry::CLUSTER_TILE_WINDOWS[0] as u32,
+    },
+    block_threads: geometry::CLUSTER_THREADS as u32,
+    dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
+};
+
+/// `bilstm_recurrence_cluster2w8`: all steps of both directions of one layer, one 2-CTA
+/// thread-block cluster per tile of 8 windows and direction; each CTA keeps its 256 packed rows
+/// of R transposed in `CLUSTER_TILE_SHARED_BYTES` (131,072) dynamic shared bytes, which the host
+/// must allow first with `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, and each thread
+/// computes all four gates of one unit in two of the tile's windows. Cluster launch
+/// (`(2, 1, 1)`), grid `2 * ceil(batch / 8) * 2` CTAs of `CLUSTER_THREADS` (256) threads,
+/// [`params::RecurrenceClusterParams`]; waits, errors and output bits as
+/// [`RECURRENCE_CLUSTER2`]'s (compute capability 9.0 or later).
+pub const RECURRENCE_CLUSTER2W8: Kernel = Kernel {
+    id: KernelId::RecurrenceCluster2W8,
+    entry: "bilstm_recurrence_cluster2w8",
+    source_name: "recurrence_cluster.cu",
+    source: RECURRENCE_CLUSTER_SOURCE,
+    launch: LaunchKind::Cluster {
+        size: 2,
+        windows: geometry::CLUSTER_TILE_WINDOWS[1] as u32,
+    },
+    block_threads: geometry::CLUSTER_THREADS as u32,
+    dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
+};
+
+/// `bilstm_recurrence_cluster2w16`: [`RECURRENCE_CLUSTER2W8`] with tiles of 16 windows (four a
+/// thread); grid `2 * ceil(batch / 16) * 2` CTAs.
+pub const RECURRENCE_CLUSTER2W16: Kernel = Kernel {
+    id: KernelId::RecurrenceCluster2W16,
+    entry: "bilstm_recurrence_cluster2w16",
+    source_name: "recurrence_cluster.cu",
+    source: RECURRENCE_CLUSTER_SOURCE,
+    launch: LaunchKind::Cluster {
+        size: 2,
+        windows: geometry::CLUSTER_TILE_WINDOWS[2] as u32,
+    },
+    block_threads: geometry::CLUSTER_THREADS as u32,
+    dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
+};
+
 /// `bilstm_projection_tf32`: `gates[d] = tf32(x) . Wt_d` for both directions on TF32 tensor
 /// cores (`mma.sync m16n8k8`), `Wt_d` the packed gate-major weights pre-rounded to TF32
 /// (`PackedOffsets::input_tf32`). Not cooperative; grid `(ceil(rows / 128), 512 / 256, 2)`,
@@ -373,6 +438,9 @@ impl KernelId {
             KernelId::RecurrenceCluster2 => &RECURRENCE_CLUSTER2,
             KernelId::RecurrenceCluster4 => &RECURRENCE_CLUSTER4,
             KernelId::RecurrenceCluster2W2 => &RECURRENCE_CLUSTER2W2,
+            KernelId::RecurrenceCluster2W4 => &RECURRENCE_CLUSTER2W4,
+            KernelId::RecurrenceCluster2W8 => &RECURRENCE_CLUSTER2W8,
+            KernelId::RecurrenceCluster2W16 => &RECURRENCE_CLUSTER2W16,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
@@ -391,6 +459,9 @@ impl KernelId {
             KernelId::RecurrenceCluster2 => "recurrence_cluster2",
             KernelId::RecurrenceCluster4 => "recurrence_cluster4",
             KernelId::RecurrenceCluster2W2 => "recurrence_cluster2w2",
+            KernelId::RecurrenceCluster2W4 => "recurrence_cluster2w4",
+            KernelId::RecurrenceCluster2W8 => "recurrence_cluster2w8",
+            KernelId::RecurrenceCluster2W16 => "recurrence_cluster2w16",
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",

@@ -49,10 +49,9 @@ use crate::coop::CoopSchedule;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
-    BLOCK_THREADS, CLUSTER_MAX_WINDOWS, CLUSTER_MULTI_WINDOW_SIZE, CLUSTER_SIZES, CLUSTER_THREADS,
-    HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
-    PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES, RESIDENT_SHARED_BYTES,
-    RESIDENT_THREADS,
+    BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE,
+    PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES, PROJ_TF32X3_SHARED_BYTES,
+    PROJ_TF32X3_SMALL_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
@@ -386,7 +385,7 @@ pub struct ForcedRecurrence {
 
 impl ForcedRecurrence {
     /// Every name [`ForcedRecurrence::parse`] accepts.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 11] = [
         "auto",
         "wide",
         "tiled",
@@ -395,6 +394,9 @@ impl ForcedRecurrence {
         "cluster2",
         "cluster4",
         "cluster2w2",
+        "cluster2w4",
+        "cluster2w8",
+        "cluster2w16",
     ];
 
     /// Parses `auto`, a kind name or `cluster<size>` with a size of [`CLUSTER_SIZES`]; `None`
@@ -424,10 +426,7 @@ impl ForcedRecurrence {
             None => (rest, None),
         };
         let size: usize = size.parse().ok()?;
-        let windows_ok = match windows {
-            None | Some(1) => true,
-            Some(w) => w == CLUSTER_MAX_WINDOWS && size == CLUSTER_MULTI_WINDOW_SIZE,
-        };
+        let windows_ok = crate::geometry::cluster_kernel_built(size, windows.unwrap_or(1));
         (CLUSTER_SIZES.contains(&size) && windows_ok).then_some(ForcedRecurrence {
             kind: Some(RecurrenceKind::Cluster),
             cluster_size: Some(size),

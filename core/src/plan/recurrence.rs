@@ -151,7 +151,8 @@ pub const fn choose_cluster_windows(capacity: &ClusterCapacity, batch: usize) ->
 }
 
 /// Checks windows per cluster forced through [`super::Overrides::cluster_windows`]: 1 for any
-/// size, [`CLUSTER_MAX_WINDOWS`] with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA clusters only.
+/// size, [`CLUSTER_MAX_WINDOWS`] and each of [`crate::geometry::CLUSTER_TILE_WINDOWS`] with
+/// [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA clusters only ([`crate::geometry::cluster_kernel_built`]).
 ///
 /// # Errors
 /// [`CoreError::ForcedChoice`] for any other count.
@@ -159,8 +160,7 @@ pub const fn check_forced_cluster_windows(
     cluster_size: usize,
     windows: usize,
 ) -> Result<WindowsDecision, CoreError> {
-    if windows == 1 || (windows == CLUSTER_MAX_WINDOWS && cluster_size == CLUSTER_MULTI_WINDOW_SIZE)
-    {
+    if crate::geometry::cluster_kernel_built(cluster_size, windows) {
         Ok(WindowsDecision {
             windows,
             why: ClusterWindows::Forced { windows },
@@ -168,7 +168,7 @@ pub const fn check_forced_cluster_windows(
     } else {
         Err(CoreError::ForcedChoice {
             what: "windows per cluster",
-            reason: "1, or 2 with 2-CTA clusters (the kernels built)",
+            reason: "1, or 2, 4, 8 or 16 with 2-CTA clusters (the kernels built)",
         })
     }
 }

@@ -58,7 +58,7 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
             assert_eq!(plan.co_resident_blocks, capacity * s.cluster_size, "{ctx}");
             let w = s.windows_per_cluster;
             assert!(
-                w == 1 || (w == CLUSTER_MAX_WINDOWS && s.cluster_size == CLUSTER_MULTI_WINDOW_SIZE),
+                crate::geometry::cluster_kernel_built(s.cluster_size, w),
                 "{ctx}"
             );
             let clusters = 2 * plan.batch.div_ceil(w);
