@@ -547,32 +547,6 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 // reuse, the lost-partner timeout and the stall hook are the one-window kernel's. Progress: a
 // layer that writes host memory is reported once, after the last step (every CTA's stores are
 // ordered before it by the closing cluster barrier and a system-scope fence).
-// The window-tile kernels' operands of chunk j (k = 8 j .. 8 j + 7): this thread's unit's four
-// gate rows of R^T (one float4 a k) and its WPT windows' hidden values (side by side in h).
-template <int WPT, int ROWS, int W>
-__device__ __forceinline__ void bl_cl_tile_load(const float* r_t, const float (&h)[BILSTM_HIDDEN][W], int j,
-                                                int unit_local, int group, float4 (&rv)[BL_CL_TERMS],
-                                                float (&hv)[BL_CL_TERMS][WPT]) {
-#pragma unroll
-    for (int m = 0; m < BL_CL_TERMS; ++m) {
-        const int k = j * BL_CL_TERMS + m;
-        rv[m] = *reinterpret_cast<const float4*>(&r_t[k * ROWS + unit_local * 4]);
-        if (WPT == 4) {
-            const float4 h4 = *reinterpret_cast<const float4*>(&h[k][group * WPT]);
-            hv[m][0] = h4.x;
-            hv[m][WPT > 1 ? 1 : 0] = h4.y;
-            hv[m][WPT > 2 ? 2 : 0] = h4.z;
-            hv[m][WPT > 3 ? 3 : 0] = h4.w;
-        } else if (WPT == 2) {
-            const float2 h2 = *reinterpret_cast<const float2*>(&h[k][group * WPT]);
-            hv[m][0] = h2.x;
-            hv[m][WPT > 1 ? 1 : 0] = h2.y;
-        } else {
-            hv[m][0] = h[k][group];
-        }
-    }
-}
-
 template <int WPT>
 __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_cluster_params& p) {
     constexpr int S = 2;
@@ -693,18 +667,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
             }
             // The tree's partial sums: level 1 (pairs of chains), 2 (quads), 3 (eights).
             float l1[4][WPT], l2[4][WPT], l3[4][WPT];
-            // The operands of two chunks (eight k each): chunk j + 1's shared-memory loads are
-            // issued before chunk j's FMAs, so their latency hides behind them (without this
-            // ptxas issued each k's loads just before its FMAs: H200, 2.99 us a step for 2w4).
-            float4 rv[2][BL_CL_TERMS];
-            float hv[2][BL_CL_TERMS][WPT];
-            bl_cl_tile_load<WPT, ROWS, W>(r_t, h_t[prev], 0, unit_local, group, rv[0], hv[0]);
 #pragma unroll
             for (int j = 0; j < BILSTM_DOT_CHAINS; ++j) {
-                if (j + 1 < BILSTM_DOT_CHAINS) {
-                    bl_cl_tile_load<WPT, ROWS, W>(r_t, h_t[prev], j + 1, unit_local, group,
-                                                  rv[(j + 1) & 1], hv[(j + 1) & 1]);
-                }
                 float ch[4][WPT];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
@@ -715,14 +679,28 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
                 }
 #pragma unroll
                 for (int m = 0; m < BL_CL_TERMS; ++m) {
-                    const float4 r4 = rv[j & 1][m];
+                    const int k = j * BL_CL_TERMS + m;
+                    const float4 rv = *reinterpret_cast<const float4*>(&r_t[k * ROWS + unit_local * 4]);
+                    float hv[WPT];
+                    if (WPT == 4) {
+                        const float4 h4 = *reinterpret_cast<const float4*>(&h_t[prev][k][group * WPT]);
+                        hv[0] = h4.x;
+                        hv[1] = h4.y;
+                        hv[WPT > 2 ? 2 : 0] = h4.z;
+                        hv[WPT > 3 ? 3 : 0] = h4.w;
+                    } else if (WPT == 2) {
+                        const float2 h2 = *reinterpret_cast<const float2*>(&h_t[prev][k][group * WPT]);
+                        hv[0] = h2.x;
+                        hv[WPT > 1 ? 1 : 0] = h2.y;
+                    } else {
+                        hv[0] = h_t[prev][k][group];
+                    }
 #pragma unroll
                     for (int w = 0; w < WPT; ++w) {
-                        const float hw = hv[j & 1][m][w];
-                        ch[0][w] = __fmaf_rn(r4.x, hw, ch[0][w]);
-                        ch[1][w] = __fmaf_rn(r4.y, hw, ch[1][w]);
-                        ch[2][w] = __fmaf_rn(r4.z, hw, ch[2][w]);
-                        ch[3][w] = __fmaf_rn(r4.w, hw, ch[3][w]);
+                        ch[0][w] = __fmaf_rn(rv.x, hv[w], ch[0][w]);
+                        ch[1][w] = __fmaf_rn(rv.y, hv[w], ch[1][w]);
+                        ch[2][w] = __fmaf_rn(rv.z, hv[w], ch[2][w]);
+                        ch[3][w] = __fmaf_rn(rv.w, hv[w], ch[3][w]);
                     }
                 }
                 // Fold chain j into bl_dot_tree16's tree.
