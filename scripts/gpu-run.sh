@@ -185,10 +185,10 @@ run_group x3bench 240 '"error"|^Error' bash -c "
 cat "$out/bench.log" "$out/x3bench.log" 2>/dev/null | grep -E '^\{' >"$out/bench.jsonl"
 # latency (not in the default run): the auto plan's FP32 figures at the issue tables' batches,
 # eager and graph, for a short final call; cudnnfp32 is cuDNN FP32 at the same batches.
-# Then --phases (per-layer projection and recurrence, device events) at batches 1, 32 and 64.
+# Then --phases (per-layer projection and recurrence, device events) at batches 1, 32, 64, 256 and 1024.
 run_group latency 150 '"error"|^Error' bash -c "
     '$bin/bench' --batches 1,8,32,64,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 &&
-    '$bin/bench' --batches 1,32,64 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 --no-graph --phases"
+    '$bin/bench' --batches 1,32,64,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 --no-graph --phases"
 if command -v python3 >/dev/null 2>&1; then
     run_group cudnnfp32 120 '^torch|Error|error|batch' python3 "$here/cudnn_baseline.py" \
         --batches 1,8,32,64,256,1024 --maths fp32 --reps 20 --json "$out/cudnnfp32.json"

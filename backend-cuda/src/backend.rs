@@ -514,6 +514,16 @@ fn real_resources(k: &Kernels) -> Option<plan::KernelResources> {
             ),
             Some(k.max_active_clusters_of(KernelId::RecurrenceCluster4)),
         ],
+        cluster_tiles: [
+            usage(KernelId::RecurrenceCluster2W4)?,
+            usage(KernelId::RecurrenceCluster2W8)?,
+            usage(KernelId::RecurrenceCluster2W16)?,
+        ],
+        tile_max_active_clusters: [
+            Some(k.max_active_clusters_of(KernelId::RecurrenceCluster2W4)),
+            Some(k.max_active_clusters_of(KernelId::RecurrenceCluster2W8)),
+            Some(k.max_active_clusters_of(KernelId::RecurrenceCluster2W16)),
+        ],
     })
 }
 

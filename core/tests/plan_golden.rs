@@ -68,8 +68,10 @@ fn golden_recurrence_kinds() {
 /// (device, the cluster size and windows per cluster at each of [`BATCHES`]) for the GPUs with
 /// clusters, nominal resources (capacities estimated: 4-CTA clusters while each CTA of the
 /// `2 * batch` clusters has an SM of its own, else 2-CTA clusters, two windows each once
-/// one-window clusters need two waves). 2-CTA capacity (one CTA per SM): H100/H200 66, B200 74,
-/// RTX 5060 Ti 18, RTX 5090 85; 4-CTA clusters with an SM per CTA: 33, 37, 9, 42.
+/// one-window clusters need two waves, and from batch 256 the window tiles of 8 and 16 windows
+/// where their 128 KiB of shared memory fit an SM (9.0, 10.0; not the 12.0 parts, 100 KiB) and
+/// fewer waves cost less: `CLUSTER_WAVE_LAYER_US`). 2-CTA capacity (one CTA per SM): H100/H200 66,
+/// B200 74, RTX 5060 Ti 18, RTX 5090 85; 4-CTA clusters with an SM per CTA: 33, 37, 9, 42.
 const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
     //      1       2       7       8       9       32      33      64      256     1024
     (
@@ -83,8 +85,8 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 1),
             (2, 2),
-            (2, 2),
-            (2, 2),
+            (2, 8),
+            (2, 16),
         ],
     ),
     (
@@ -98,8 +100,8 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 1),
             (2, 2),
-            (2, 2),
-            (2, 2),
+            (2, 8),
+            (2, 16),
         ],
     ),
     (
@@ -113,8 +115,8 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 1),
             (2, 2),
-            (2, 2),
-            (2, 2),
+            (2, 8),
+            (2, 16),
         ],
     ),
     (

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | recurrence kernel | [`choose_recurrence`] | cluster from 9.0 where a cluster fits ([`CLUSTER_MIN_COMPUTE_CAPABILITY`]), else resident where it fits an SM (measured on 9.0: [`MEASURED_ARCHITECTURES`]), else tiled from [`TILED_MIN_BATCH`] windows, wide below |
 //! | cluster size | [`choose_cluster_size`] | 4 CTAs while each CTA of all `2 * batch` clusters has an SM of its own ([`CLUSTER_ONE_WAVE_SIZE`]), else 2 ([`CLUSTER_WAVES_SIZE`]) (measured on 9.0) |
-//! | windows per cluster | [`choose_cluster_windows`] | 1 while all one-window clusters fit one wave, else 2 with 2-CTA clusters (measured on 9.0) |
+//! | windows per cluster | [`choose_cluster_windows`] | 1 while all one-window clusters fit one wave, else (2-CTA clusters) 2, or a window tile of 8 or 16 with R in shared memory where its waves cost less (measured on 9.0) |
 //! | its schedule | [`choose_coop_schedule`], [`choose_cluster_schedule`] | [`crate::coop`]: tile heights, launches within the co-resident capacity; clusters in waves |
 //! | directions at once | [`choose_streams`] | only when both directions fit the capacity together |
 //! | projection tile | [`choose_projection_tile`] | TF32 where allowed in TF32 mode, else 3xTF32 at every batch on [`TF32X3_ARCHITECTURES`] (pending measurement), else 64x64 on [`SMALL_TILE_ARCHITECTURES`] (measured on 9.0), elsewhere 64x64 below [`LARGE_TILE_MIN_ROWS`] rows, 128x128 from there |
@@ -49,9 +49,10 @@ use crate::coop::CoopSchedule;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
-    BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE,
-    PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES, PROJ_TF32X3_SHARED_BYTES,
-    PROJ_TF32X3_SMALL_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
+    BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, CLUSTER_TILE_SHARED_BYTES, CLUSTER_TILE_WINDOWS,
+    HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
+    PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES, RESIDENT_SHARED_BYTES,
+    RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
@@ -64,11 +65,12 @@ pub use projection::{
 };
 pub use reason::Reason;
 pub use recurrence::{
-    CLUSTER_MIN_COMPUTE_CAPABILITY, CLUSTER_ONE_WAVE_SIZE, CLUSTER_WAVES_SIZE, CapacitySource,
-    ClusterCapacity, ClusterRefusal, ClusterWindows, MEASURED_ARCHITECTURES,
-    RESIDENT_MIN_BLOCKS_PER_SM, RecurrenceOccupancy, TILED_MIN_BATCH, WindowsDecision,
-    check_forced_cluster_size, check_forced_cluster_windows, check_forced_recurrence,
-    choose_cluster_size, choose_cluster_windows, choose_recurrence, cluster_capacity,
+    CLUSTER_MIN_COMPUTE_CAPABILITY, CLUSTER_ONE_WAVE_SIZE, CLUSTER_WAVE_LAYER_US,
+    CLUSTER_WAVES_SIZE, CapacitySource, ClusterCapacity, ClusterRefusal, ClusterWindows,
+    MEASURED_ARCHITECTURES, RESIDENT_MIN_BLOCKS_PER_SM, RecurrenceOccupancy, TILED_MIN_BATCH,
+    WindowsDecision, check_forced_cluster_size, check_forced_cluster_windows,
+    check_forced_recurrence, choose_cluster_size, choose_cluster_windows, choose_recurrence,
+    cluster_capacity,
 };
 pub use schedule::{
     ClusterSchedule, RecurrenceSchedule, choose_cluster_schedule, choose_coop_schedule,
@@ -170,7 +172,18 @@ pub struct KernelResources {
     /// measured (core then estimates it, see [`cluster_capacity`]), `Some(0)` when that size
     /// cannot run on the device.
     pub max_active_clusters: [Option<u32>; CLUSTER_SIZES.len()],
+    /// The window-tile cluster kernels (2-CTA clusters of each of
+    /// [`crate::geometry::CLUSTER_TILE_WINDOWS`], same index; one CTA's usage).
+    pub cluster_tiles: [KernelUsage; CLUSTER_TILE_WINDOWS.len()],
+    /// The driver's co-resident clusters of each window-tile kernel (same index), as
+    /// [`KernelResources::max_active_clusters`].
+    pub tile_max_active_clusters: [Option<u32>; CLUSTER_TILE_WINDOWS.len()],
 }
+
+/// Registers per thread of the window-tile cluster kernels of 4, 8 and 16 windows (ptxas 13.0
+/// for sm_90, 2026-12-01: 105, 120 and 181, no spills): one 256-thread CTA per SM with their
+/// [`CLUSTER_TILE_SHARED_BYTES`] of dynamic shared memory anyway.
+pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [105, 120, 181];
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
 /// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the
@@ -278,6 +291,52 @@ impl KernelResources {
                 0,
             ),
             max_active_clusters: [None; CLUSTER_SIZES.len()],
+            cluster_tiles: [
+                usage(
+                    CLUSTER_THREADS,
+                    CLUSTER_TILE_REGISTERS[0],
+                    cluster_tile_static_bytes(CLUSTER_TILE_WINDOWS[0]),
+                    CLUSTER_TILE_SHARED_BYTES,
+                ),
+                usage(
+                    CLUSTER_THREADS,
+                    CLUSTER_TILE_REGISTERS[1],
+                    cluster_tile_static_bytes(CLUSTER_TILE_WINDOWS[1]),
+                    CLUSTER_TILE_SHARED_BYTES,
+                ),
+                usage(
+                    CLUSTER_THREADS,
+                    CLUSTER_TILE_REGISTERS[2],
+                    cluster_tile_static_bytes(CLUSTER_TILE_WINDOWS[2]),
+                    CLUSTER_TILE_SHARED_BYTES,
+                ),
+            ],
+            tile_max_active_clusters: [None; CLUSTER_TILE_WINDOWS.len()],
+        }
+    }
+
+    /// One CTA's usage of the cluster kernel for clusters of `cluster_size` CTAs running
+    /// `windows` windows each: the register kernels' ([`KernelResources::cluster`]) for 1 or 2
+    /// windows, a window-tile kernel's for one of [`CLUSTER_TILE_WINDOWS`] (2-CTA clusters);
+    /// `None` for a combination not built.
+    pub const fn cluster_kernel(
+        &self,
+        cluster_size: usize,
+        windows: usize,
+    ) -> Option<&KernelUsage> {
+        match tile_slot(windows) {
+            Some(i) if cluster_size == 2 => Some(&self.cluster_tiles[i]),
+            Some(_) => None,
+            None => self.cluster(cluster_size),
+        }
+    }
+
+    /// The driver's count of co-resident clusters of the window-tile kernel of `windows`
+    /// windows, `None` when not measured or not a tile.
+    pub const fn driver_tile_clusters(&self, windows: usize) -> Option<u32> {
+        match tile_slot(windows) {
+            Some(i) => self.tile_max_active_clusters[i],
+            None => None,
         }
     }
 
@@ -323,6 +382,24 @@ impl KernelResources {
             ProjectionTile::Tf32x3Small => &self.projection_tf32x3_small,
         }
     }
+}
+
+/// Static shared bytes of the window-tile kernel of `windows` windows: two hidden-state slots of
+/// `HIDDEN x windows` floats plus two mbarriers (ptxas: 4,112 / 8,208 / 16,400).
+const fn cluster_tile_static_bytes(windows: usize) -> usize {
+    2 * HIDDEN * windows * F32_BYTES + 2 * MBARRIER_BYTES
+}
+
+/// The position of `windows` in [`CLUSTER_TILE_WINDOWS`].
+pub(crate) const fn tile_slot(windows: usize) -> Option<usize> {
+    let mut i = 0;
+    while i < CLUSTER_TILE_WINDOWS.len() {
+        if CLUSTER_TILE_WINDOWS[i] == windows {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The position of `cluster_size` in [`CLUSTER_SIZES`].
@@ -526,10 +603,12 @@ impl Plan {
     /// cluster recurrence, the kernel of the planned cluster size.
     pub const fn recurrence_usage<'r>(&self, resources: &'r KernelResources) -> &'r KernelUsage {
         match self.schedule.choice {
-            RecurrenceSchedule::Cluster(s) => match resources.cluster(s.cluster_size) {
-                Some(usage) => usage,
-                None => resources.recurrence(RecurrenceKind::Cluster),
-            },
+            RecurrenceSchedule::Cluster(s) => {
+                match resources.cluster_kernel(s.cluster_size, s.windows_per_cluster) {
+                    Some(usage) => usage,
+                    None => resources.recurrence(RecurrenceKind::Cluster),
+                }
+            }
             _ => resources.recurrence(self.recurrence.choice),
         }
     }
@@ -680,8 +759,15 @@ pub fn select_with(
         })?;
         let windows = match overrides.cluster_windows {
             Some(w) => check_forced_cluster_windows(size, w)?,
-            None => choose_cluster_windows(capacity, batch),
+            None => choose_cluster_windows(capacity, &occupancy.tiles, batch),
         };
+        // A window-tile kernel has its own capacity (its shared memory).
+        let capacity =
+            occupancy
+                .cluster_kernel(size, windows.windows)
+                .ok_or(CoreError::NoPlan {
+                    reason: "the chosen cluster kernel is not built",
+                })?;
         (
             capacity.occupancy,
             capacity.ctas(),

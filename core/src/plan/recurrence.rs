@@ -7,8 +7,8 @@ use super::{Decision, KernelResources, Reason, RecurrenceKind};
 use crate::device::DeviceFacts;
 use crate::error::CoreError;
 use crate::geometry::{
-    CLUSTER_MAX_WINDOWS, CLUSTER_MULTI_WINDOW_SIZE, CLUSTER_SIZES, TILED_BLOCKS_PER_TILE,
-    WIDE_BLOCKS_PER_TILE,
+    CLUSTER_MAX_WINDOWS, CLUSTER_MULTI_WINDOW_SIZE, CLUSTER_SIZES, CLUSTER_TILE_WINDOWS,
+    TILED_BLOCKS_PER_TILE, WIDE_BLOCKS_PER_TILE,
 };
 use crate::occupancy::{Limit, Occupancy, blocks_per_sm};
 
@@ -58,6 +58,20 @@ pub enum ClusterWindows {
         /// Co-resident clusters.
         capacity: usize,
     },
+    /// A window-tile kernel (R in shared memory): cheaper than two-window clusters by
+    /// [`CLUSTER_WAVE_LAYER_US`].
+    Tile {
+        /// Windows per cluster.
+        windows: usize,
+        /// Waves of its clusters.
+        waves: usize,
+        /// Its co-resident clusters.
+        capacity: usize,
+        /// Its estimated microseconds a layer.
+        layer_us: usize,
+        /// Two-window clusters' estimate.
+        two_window_us: usize,
+    },
     /// Forced through [`super::Overrides::cluster_windows`].
     Forced {
         /// Windows per cluster.
@@ -88,6 +102,22 @@ impl fmt::Display for ClusterWindows {
                  12.51 resident)",
                 waves(clusters_one, capacity)
             ),
+            ClusterWindows::Tile {
+                windows,
+                waves,
+                capacity,
+                layer_us,
+                two_window_us,
+            } => write!(
+                f,
+                "{windows} windows per cluster, R in shared memory ({waves} wave(s) of {capacity}: \
+                 about {}.{:02} ms a layer against {}.{:02} with two-window clusters; H200 per-wave \
+                 layer times 0.59 / 1.94 / 2.77 ms for 2 / 8 / 16 windows)",
+                layer_us / 1000,
+                layer_us % 1000 / 10,
+                two_window_us / 1000,
+                two_window_us % 1000 / 10
+            ),
             ClusterWindows::Forced { windows } => {
                 write!(f, "{windows} window(s) per cluster, forced by override")
             }
@@ -112,16 +142,36 @@ pub struct WindowsDecision {
     pub why: ClusterWindows,
 }
 
-/// Chooses how many windows each cluster of `capacity`'s size runs for `batch` windows: one
-/// while all `2 * batch` one-window clusters fit one wave, else [`CLUSTER_MAX_WINDOWS`] where the
-/// size has a multi-window kernel ([`CLUSTER_MULTI_WINDOW_SIZE`]), else one.
+/// Microseconds one wave of 2-CTA clusters takes for one layer (589 steps), for the register
+/// kernel with [`CLUSTER_MAX_WINDOWS`] windows and the window-tile kernels of 8 and 16 windows:
+/// the per-wave costs [`choose_cluster_windows`] compares.
 ///
-/// Measured on the H200 (2026-12-01, `bench/NOTES.md` "cluster harness", ms per layer): 2-CTA
-/// clusters with two windows 0.647-0.649 from batch 1 to 65 (one wave up to 66 clusters), one
-/// window 0.401-0.408 up to batch 33 and 0.795-0.799 from 48 to 65 (two waves); from batch 128
-/// the two-window kernel beats the resident one (1.289 vs 1.581, 2.573 vs 3.135 at 256, 10.26
-/// vs 12.51 at 1024) and the one-window cluster kernel (1.588, 3.168, 12.60).
-pub const fn choose_cluster_windows(capacity: &ClusterCapacity, batch: usize) -> WindowsDecision {
+/// Measured on the H200 (2026-12-01, session 6 calls 4-5, `bench --phases`, recurrence ms per
+/// layer over the waves of the grid): two windows 0.592 (batch 64, one wave of 64 clusters);
+/// 8 windows 1.938 (batch 256, one wave of 64); 16 windows 2.766 (batch 256: one wave of 32,
+/// 2.760; batch 1024: two waves, 5.544). The 4-window tile (2.99 us a step) is never cheaper and
+/// is not chosen (batch 128: 9.90 ms against 7.58 with two-window clusters).
+pub const CLUSTER_WAVE_LAYER_US: [(usize, usize); 3] =
+    [(CLUSTER_MAX_WINDOWS, 592), (8, 1938), (16, 2766)];
+
+/// Chooses how many windows each cluster of `capacity`'s size runs for `batch` windows: one
+/// while all `2 * batch` one-window clusters fit one wave, else (2-CTA clusters only) the
+/// cheapest of [`CLUSTER_MAX_WINDOWS`] windows with the register kernel and the window-tile
+/// kernels of 8 and 16 windows (`tiles`, their capacities), by waves times
+/// [`CLUSTER_WAVE_LAYER_US`] (ties to fewer windows); other sizes run one window.
+///
+/// Measured on the H200 (2026-12-01, `bench/NOTES.md`, whole forwards in ms, FP32): 2-CTA
+/// clusters with two windows 0.647-0.649 a layer from batch 1 to 65 (one wave up to 66
+/// clusters), one window 0.401-0.408 up to batch 33 and 0.795-0.799 from 48 to 65 (two waves);
+/// the whole stack with 2 / 8 / 16 windows a cluster: batch 128 7.58 / 10.62 / 13.84, 192
+/// 11.34 / 12.00 / 15.28, 256 15.09 / 13.43 / 16.69, 384 22.57 / 23.91 / 19.49, 512 30.11 /
+/// 26.71 / 22.27, 768 45.08 / 40.09 / 38.63, 1024 59.96 / 53.32 / 44.24 (session 6 call 5):
+/// the rule picks the fastest at every one of these batches.
+pub const fn choose_cluster_windows(
+    capacity: &ClusterCapacity,
+    tiles: &[ClusterCapacity; CLUSTER_TILE_WINDOWS.len()],
+    batch: usize,
+) -> WindowsDecision {
     let clusters = batch.saturating_mul(2);
     if capacity.cluster_size != CLUSTER_MULTI_WINDOW_SIZE {
         return WindowsDecision {
@@ -140,14 +190,56 @@ pub const fn choose_cluster_windows(capacity: &ClusterCapacity, batch: usize) ->
             },
         };
     }
-    WindowsDecision {
-        windows: CLUSTER_MAX_WINDOWS,
-        why: ClusterWindows::Several {
+    // The register kernel's two windows, then each tile that runs here.
+    let two_us = wave_cost(
+        batch,
+        CLUSTER_MAX_WINDOWS,
+        capacity.clusters,
+        CLUSTER_WAVE_LAYER_US[0].1,
+    );
+    let mut best = (CLUSTER_MAX_WINDOWS, two_us, capacity.clusters);
+    let mut i = 1;
+    while i < CLUSTER_WAVE_LAYER_US.len() {
+        let (windows, us) = CLUSTER_WAVE_LAYER_US[i];
+        let cap = match super::tile_slot(windows) {
+            Some(t) => tiles[t].clusters,
+            None => 0,
+        };
+        let cost = wave_cost(batch, windows, cap, us);
+        if cost < best.1 {
+            best = (windows, cost, cap);
+        }
+        i += 1;
+    }
+    if best.0 == CLUSTER_MAX_WINDOWS {
+        return WindowsDecision {
             windows: CLUSTER_MAX_WINDOWS,
-            clusters_one: clusters,
-            capacity: capacity.clusters,
+            why: ClusterWindows::Several {
+                windows: CLUSTER_MAX_WINDOWS,
+                clusters_one: clusters,
+                capacity: capacity.clusters,
+            },
+        };
+    }
+    WindowsDecision {
+        windows: best.0,
+        why: ClusterWindows::Tile {
+            windows: best.0,
+            waves: waves(2 * batch.div_ceil(best.0), best.2),
+            capacity: best.2,
+            layer_us: best.1,
+            two_window_us: two_us,
         },
     }
+}
+
+/// Estimated microseconds a layer: waves of `capacity` clusters that `batch` windows in clusters
+/// of `windows` take, times `wave_us`; `usize::MAX` when none fits.
+const fn wave_cost(batch: usize, windows: usize, capacity: usize, wave_us: usize) -> usize {
+    if capacity == 0 {
+        return usize::MAX;
+    }
+    waves(batch.div_ceil(windows).saturating_mul(2), capacity).saturating_mul(wave_us)
 }
 
 /// Checks windows per cluster forced through [`super::Overrides::cluster_windows`]: 1 for any
@@ -221,6 +313,40 @@ impl ClusterCapacity {
             cluster_size,
             clusters: cluster_capacity(facts, resources, cluster_size),
             source: match resources.driver_clusters(cluster_size) {
+                Some(_) => CapacitySource::Driver,
+                None => CapacitySource::Estimate,
+            },
+            occupancy,
+        }
+    }
+
+    /// The capacity for the window-tile kernel of `windows` windows (2-CTA clusters) on `facts`
+    /// with `resources`: the driver's figure when measured
+    /// ([`KernelResources::tile_max_active_clusters`]), else core's estimate (one CTA per SM
+    /// where its 128 KiB of R and hidden state fit: 0 on GPUs with less shared memory per SM);
+    /// 0 where the device has no 2-CTA clusters or `windows` is not a tile.
+    pub const fn of_tile(facts: &DeviceFacts, resources: &KernelResources, windows: usize) -> Self {
+        let size = CLUSTER_MULTI_WINDOW_SIZE;
+        let occupancy = match resources.cluster_kernel(size, windows) {
+            Some(usage) if super::tile_slot(windows).is_some() => blocks_per_sm(facts, usage),
+            _ => Occupancy {
+                blocks_per_sm: 0,
+                limited_by: Limit::PerBlockLimit,
+            },
+        };
+        let driver = resources.driver_tile_clusters(windows);
+        let clusters = if !device_has_clusters_of(facts, size) {
+            0
+        } else {
+            match driver {
+                Some(c) => c as usize,
+                None => occupancy.co_resident_blocks(facts.sm_count) / size,
+            }
+        };
+        ClusterCapacity {
+            cluster_size: size,
+            clusters,
+            source: match driver {
                 Some(_) => CapacitySource::Driver,
                 None => CapacitySource::Estimate,
             },
@@ -409,6 +535,9 @@ pub struct RecurrenceOccupancy {
     pub resident_shared_bytes: u32,
     /// The cluster kernel's capacity for each size of [`CLUSTER_SIZES`] (same index).
     pub clusters: [ClusterCapacity; CLUSTER_SIZES.len()],
+    /// The window-tile kernels' capacities (2-CTA clusters of each of [`CLUSTER_TILE_WINDOWS`],
+    /// same index).
+    pub tiles: [ClusterCapacity; CLUSTER_TILE_WINDOWS.len()],
 }
 
 impl RecurrenceOccupancy {
@@ -426,6 +555,26 @@ impl RecurrenceOccupancy {
                 ClusterCapacity::of(facts, resources, CLUSTER_SIZES[0]),
                 ClusterCapacity::of(facts, resources, CLUSTER_SIZES[1]),
             ],
+            tiles: [
+                ClusterCapacity::of_tile(facts, resources, CLUSTER_TILE_WINDOWS[0]),
+                ClusterCapacity::of_tile(facts, resources, CLUSTER_TILE_WINDOWS[1]),
+                ClusterCapacity::of_tile(facts, resources, CLUSTER_TILE_WINDOWS[2]),
+            ],
+        }
+    }
+
+    /// The capacity of the cluster kernel for clusters of `cluster_size` CTAs running `windows`
+    /// windows each: the window-tile kernel's for a tile of [`CLUSTER_TILE_WINDOWS`] (2-CTA
+    /// clusters only), else the size's ([`RecurrenceOccupancy::cluster`]).
+    pub const fn cluster_kernel(
+        &self,
+        cluster_size: usize,
+        windows: usize,
+    ) -> Option<&ClusterCapacity> {
+        match super::tile_slot(windows) {
+            Some(i) if cluster_size == CLUSTER_MULTI_WINDOW_SIZE => Some(&self.tiles[i]),
+            Some(_) => None,
+            None => self.cluster(cluster_size),
         }
     }
 
@@ -755,6 +904,8 @@ mod tests {
         limited_by: Limit::PerBlockLimit,
     };
 
+    const NO_TILES: [ClusterCapacity; 3] = [NO_CLUSTERS[0]; 3];
+
     const NO_CLUSTERS: [ClusterCapacity; 2] = [
         ClusterCapacity {
             cluster_size: 2,
@@ -791,6 +942,7 @@ mod tests {
             resident: occ(1, Limit::Registers),
             resident_shared_bytes: 134_144,
             clusters: NO_CLUSTERS,
+            tiles: NO_TILES,
         };
         for batch in [0, 1, 8, 9, 1024] {
             assert_eq!(
@@ -846,6 +998,7 @@ mod tests {
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
             clusters: NO_CLUSTERS,
+            tiles: NO_TILES,
         };
         let d = device(128, true);
         for batch in [0, 1, 2, 7, 8] {
@@ -882,6 +1035,7 @@ mod tests {
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
             clusters: NO_CLUSTERS,
+            tiles: NO_TILES,
         };
         // 4 SMs x 2 = 8 co-resident: a wide tile (16) does not fit, a tiled tile (8) does.
         let d = choose_recurrence(&device(4, true), &o, 1).unwrap();
@@ -921,6 +1075,7 @@ mod tests {
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
             clusters: NO_CLUSTERS,
+            tiles: NO_TILES,
         };
         let e = choose_recurrence(&device(128, false), &o, 4).unwrap_err();
         assert!(matches!(e, CoreError::NoPlan { .. }));
@@ -934,6 +1089,7 @@ mod tests {
             resident: occ(1, Limit::Registers),
             resident_shared_bytes: 134_144,
             clusters: NO_CLUSTERS,
+            tiles: NO_TILES,
         };
         let no_resident = RecurrenceOccupancy {
             resident: NO_RESIDENT,
@@ -1154,6 +1310,7 @@ mod tests {
             resident: NO_RESIDENT,
             resident_shared_bytes: 134_144,
             clusters: NO_CLUSTERS,
+            tiles: NO_TILES,
         };
         assert!(matches!(
             kinds(&device(128, true), &o, 1),

@@ -52,11 +52,20 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
                 "{ctx}"
             );
             assert!(s.cluster_size <= facts.max_cluster_size as usize, "{ctx}");
-            assert_eq!(usage, resources.cluster(s.cluster_size).unwrap(), "{ctx}");
-            let capacity = cluster_capacity(facts, resources, s.cluster_size);
+            let w = s.windows_per_cluster;
+            assert_eq!(
+                usage,
+                resources.cluster_kernel(s.cluster_size, w).unwrap(),
+                "{ctx}"
+            );
+            let tile = crate::plan::tile_slot(w).is_some();
+            let capacity = if tile {
+                ClusterCapacity::of_tile(facts, resources, w).clusters
+            } else {
+                cluster_capacity(facts, resources, s.cluster_size)
+            };
             assert!(capacity > 0, "{ctx}");
             assert_eq!(plan.co_resident_blocks, capacity * s.cluster_size, "{ctx}");
-            let w = s.windows_per_cluster;
             assert!(
                 crate::geometry::cluster_kernel_built(s.cluster_size, w),
                 "{ctx}"
@@ -88,8 +97,24 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
                     2
                 };
                 assert_eq!(s.cluster_size, want, "{ctx}");
+                // One window while one-window clusters fit one wave; beyond, the cheapest of two
+                // windows and the tiles that run here by waves times CLUSTER_WAVE_LAYER_US.
                 let want_windows = if s.cluster_size == 2 && 2 * plan.batch > two {
-                    2
+                    let mut best = (2, usize::MAX);
+                    for (windows, us) in CLUSTER_WAVE_LAYER_US {
+                        let cap = if windows == 2 {
+                            two
+                        } else {
+                            ClusterCapacity::of_tile(facts, resources, windows).clusters
+                        };
+                        if cap > 0 {
+                            let cost = (2 * plan.batch.div_ceil(windows)).div_ceil(cap) * us;
+                            if cost < best.1 {
+                                best = (windows, cost);
+                            }
+                        }
+                    }
+                    best.0
                 } else {
                     1
                 };
@@ -386,7 +411,8 @@ fn devices_with_one_or_two_sms() {
         assert!(matches!(e, CoreError::NoPlan { .. }), "{e}");
         // Cluster devices: one SM holds no cluster (estimate: 1 CTA of 2, 2 CTAs of 4 per SM),
         // two SMs hold one cluster of either size, but 4-CTA clusters would share the SMs:
-        // 2-CTA clusters, one per wave, two windows each from batch 1 on (2 clusters > 1).
+        // 2-CTA clusters, one per wave, several windows each from batch 1 on (2 clusters > 1:
+        // two, or a window tile where fewer waves of it cost less, checked by the invariants).
         let c = DeviceFacts {
             sm_count: sms,
             ..table::find("h200").unwrap().facts
@@ -398,7 +424,7 @@ fn devices_with_one_or_two_sms() {
                 None => assert_eq!(sms, 1),
                 Some(s) => assert_eq!(
                     (sms, s.cluster_size, s.clusters_per_wave, s.waves),
-                    (2, 2, 1, 2 * batch.div_ceil(2))
+                    (2, 2, 1, 2 * batch.div_ceil(s.windows_per_cluster))
                 ),
             }
         }
@@ -680,7 +706,8 @@ fn real_kernel_figures_change_the_plan() {
 fn h200_with_the_drivers_cluster_capacity_runs_2_cta_clusters_at_batch_32() {
     // The H200 driver's query (bench/NOTES.md, cluster harness): 66 two-CTA and 62 four-CTA
     // clusters co-resident (31 with an SM per CTA), so batch 16 to 33 takes 2-CTA clusters in
-    // one wave and from 34 two windows per 2-CTA cluster.
+    // one wave and from 34 two windows per 2-CTA cluster, from 256 the window tiles (66
+    // co-resident: one CTA per SM) where fewer of their waves cost less (session 6 call 5).
     let h200 = table::find("h200").unwrap().facts;
     let r = KernelResources {
         max_active_clusters: [Some(66), Some(62)],
@@ -698,7 +725,13 @@ fn h200_with_the_drivers_cluster_capacity_runs_2_cta_clusters_at_batch_32() {
         (64, 2, 2, 1),
         (66, 2, 2, 1),
         (67, 2, 2, 2),
-        (1024, 2, 2, 16),
+        (128, 2, 2, 2),
+        (192, 2, 2, 3),
+        (256, 2, 8, 1),
+        (384, 2, 16, 1),
+        (512, 2, 16, 1),
+        (768, 2, 16, 2),
+        (1024, 2, 16, 2),
     ] {
         let p = select_on(&query(h200), &r, &shape, batch, MathMode::Fp32).unwrap();
         let s = *p.cluster_schedule().unwrap();
