@@ -4,15 +4,15 @@
 //!
 //! ```text
 //! cargo run --release -p bilstm-cuda --example bench -- --batches 1,32,256
-//!     [--kinds auto,wide,tiled,resident,cluster,cluster2,cluster4]
+//!     [--kinds auto,wide,tiled,resident,cluster,cluster2,cluster4,cluster2w2,cluster2w8,...]
 //!     [--tiles auto,small,large,tf32,3xtf32,3xtf32s] [--maths fp32,tf32]
 //!     [--frames 589] [--iters 30] [--warmup 3] [--case-ms 1500] [--no-graph] [--host] [--phases]
 //! ```
 //!
 //! Weights: the built-in model (U(-0.3, 0.3)); inputs: seeded standard normal (non-zero).
 //! A case forces its kind and tile through `CudaBackend::set_overrides` (`auto`: the plan's
-//! own choice; `cluster2`/`cluster4`: the cluster kind with that cluster size, `cluster`: the
-//! size by the plan's rule); a combination the device cannot run prints a line with its
+//! own choice; `cluster2`/`cluster4`: the cluster kind with that cluster size, `cluster2wN`:
+//! 2-CTA clusters of N windows (2, 4, 8, 16), `cluster`: the size by the plan's rule); a combination the device cannot run prints a line with its
 //! `"error"`. Each
 //! figure is the median of the timed passes after `--warmup` passes; a pass's time runs from
 //! an event recorded before the pass to one recorded after it (the pass ends with the 16-byte

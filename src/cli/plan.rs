@@ -31,7 +31,9 @@ pub struct PlanArgs {
     #[arg(long)]
     pub explain: bool,
     /// Force the recurrence kernel: `wide`, `tiled`, `resident`, `cluster` (cluster size by the
-    /// rules), `cluster2` or `cluster4` (clusters of 2 or 4 CTAs); `auto`: the rules' choice.
+    /// rules), `cluster2` or `cluster4` (clusters of 2 or 4 CTAs), `cluster2w2`, `cluster2w4`,
+    /// `cluster2w8`, `cluster2w16` (2-CTA clusters of that many windows); `auto`: the rules'
+    /// choice.
     /// A GPU that cannot run it shows "no plan" and why.
     #[arg(long, value_name = "KIND", default_value = "auto", value_parser = parse_recurrence)]
     pub recurrence: ForcedRecurrence,

@@ -768,6 +768,12 @@ pub fn select_with(
                 .ok_or(CoreError::NoPlan {
                     reason: "the chosen cluster kernel is not built",
                 })?;
+        if capacity.clusters == 0 && tile_slot(windows.windows).is_some() {
+            return Err(CoreError::NoPlan {
+                reason: "a window-tile cluster kernel (128 KiB of R in shared memory a CTA) fits \
+                         no SM of the device",
+            });
+        }
         (
             capacity.occupancy,
             capacity.ctas(),

@@ -564,6 +564,54 @@ fn frames_move_the_projection_threshold() {
 }
 
 #[test]
+fn window_tiles_are_forced_where_their_shared_memory_fits() {
+    let r = KernelResources::nominal();
+    let shape = StackShape::pyannote();
+    let tile = |windows| Overrides {
+        recurrence: Some(RecurrenceKind::Cluster),
+        projection: None,
+        cluster_size: Some(2),
+        cluster_windows: Some(windows),
+    };
+    // The H200 (228 KiB a SM): every tile, every batch, one CTA per SM (66 clusters).
+    let h200 = table::find("h200").unwrap().facts;
+    for windows in crate::geometry::CLUSTER_TILE_WINDOWS {
+        for batch in BATCHES {
+            let p = select_with(&h200, &r, &shape, batch, MathMode::Fp32, &tile(windows)).unwrap();
+            let s = p.cluster_schedule().unwrap();
+            assert_eq!((s.cluster_size, s.windows_per_cluster), (2, windows));
+            assert_eq!(s.waves, (2 * batch.div_ceil(windows)).div_ceil(66));
+            assert_eq!(p.co_resident_blocks, 132);
+            check_invariants("h200-tile", &h200, &r, &p);
+        }
+    }
+    // The RTX 5090 (12.0, 100 KiB a SM): no tile fits, and forcing one says so.
+    let rtx5090 = table::find("rtx5090").unwrap().facts;
+    let e = select_with(&rtx5090, &r, &shape, 1024, MathMode::Fp32, &tile(16)).unwrap_err();
+    assert_eq!(
+        e,
+        CoreError::NoPlan {
+            reason: "a window-tile cluster kernel (128 KiB of R in shared memory a CTA) fits no \
+                     SM of the device",
+        }
+    );
+    // Windows per cluster that no kernel runs are refused.
+    for windows in [3, 32] {
+        let e = select_with(&h200, &r, &shape, 64, MathMode::Fp32, &tile(windows)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CoreError::ForcedChoice {
+                    what: "windows per cluster",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn overrides_force_checked_choices() {
     let r = KernelResources::nominal();
     let shape = StackShape::pyannote();
