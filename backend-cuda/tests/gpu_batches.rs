@@ -50,6 +50,17 @@ fn differing_windows(alone: &[f32], got: &[f32], out_w: usize, width: usize) -> 
     found
 }
 
+/// The outputs of the first `windows` windows of `all`, each run alone (batch 1, the plan's
+/// kernels), one after another.
+fn each_alone(gpu: &mut CudaBackend, shape: &StackShape, all: &[f32], windows: usize) -> Vec<f32> {
+    let in_w = shape.frames * shape.features;
+    let mut alone = Vec::with_capacity(windows * shape.frames * shape.output_width());
+    for w in 0..windows {
+        alone.extend(run(gpu, shape, &all[w * in_w..(w + 1) * in_w], 1));
+    }
+    alone
+}
+
 /// Runs the first `batch` windows of `all` through the device-resident forward.
 fn run_device(gpu: &mut CudaBackend, shape: &StackShape, all: &[f32], batch: usize) -> Vec<f32> {
     let stream = gpu.stream().clone();
@@ -72,12 +83,7 @@ fn every_window_of_a_large_batch_has_its_batch_one_bits() {
     let in_w = shape.frames * shape.features;
     let out_w = shape.frames * shape.output_width();
     let mut gpu = prepared(&st, big);
-
-    // Every window alone, with the plan of batch 1.
-    let mut alone = Vec::with_capacity(big * out_w);
-    for w in 0..big {
-        alone.extend(run(&mut gpu, &shape, &all[w * in_w..(w + 1) * in_w], 1));
-    }
+    let alone = each_alone(&mut gpu, &shape, &all, big);
 
     let mut failures = Vec::new();
     let mut check = |what: String, got: &[f32], batch: usize| {
@@ -175,10 +181,7 @@ fn window_tile_kernels_give_every_window_its_batch_one_bits() {
     let in_w = shape.frames * shape.features;
     let out_w = shape.frames * shape.output_width();
     let mut gpu = prepared(&st, big);
-    let mut alone = Vec::with_capacity(big * out_w);
-    for w in 0..big {
-        alone.extend(run(&mut gpu, &shape, &all[w * in_w..(w + 1) * in_w], 1));
-    }
+    let alone = each_alone(&mut gpu, &shape, &all, big);
     let mut failures = Vec::new();
     for windows in CLUSTER_TILE_WINDOWS {
         gpu.set_overrides(Overrides {

@@ -319,20 +319,30 @@ pub const RECURRENCE_CLUSTER2W2: Kernel = Kernel {
     dynamic_shared_bytes: 0,
 };
 
+/// A window-tile cluster kernel (`recurrence_cluster.cu`): 2-CTA clusters of
+/// `CLUSTER_TILE_WINDOWS[tile]` windows, `CLUSTER_TILE_SHARED_BYTES` of dynamic shared memory.
+const fn cluster_tile(id: KernelId, entry: &'static str, tile: usize) -> Kernel {
+    Kernel {
+        id,
+        entry,
+        source_name: "recurrence_cluster.cu",
+        source: RECURRENCE_CLUSTER_SOURCE,
+        launch: LaunchKind::Cluster {
+            size: 2,
+            windows: geometry::CLUSTER_TILE_WINDOWS[tile] as u32,
+        },
+        block_threads: geometry::CLUSTER_THREADS as u32,
+        dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
+    }
+}
+
 /// `bilstm_recurrence_cluster2w4`: [`RECURRENCE_CLUSTER2W8`] with tiles of 4 windows (one a
 /// thread); grid `2 * ceil(batch / 4) * 2` CTAs.
-pub const RECURRENCE_CLUSTER2W4: Kernel = Kernel {
-    id: KernelId::RecurrenceCluster2W4,
-    entry: "bilstm_recurrence_cluster2w4",
-    source_name: "recurrence_cluster.cu",
-    source: RECURRENCE_CLUSTER_SOURCE,
-    launch: LaunchKind::Cluster {
-        size: 2,
-        windows: geometry::CLUSTER_TILE_WINDOWS[0] as u32,
-    },
-    block_threads: geometry::CLUSTER_THREADS as u32,
-    dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
-};
+pub const RECURRENCE_CLUSTER2W4: Kernel = cluster_tile(
+    KernelId::RecurrenceCluster2W4,
+    "bilstm_recurrence_cluster2w4",
+    0,
+);
 
 /// `bilstm_recurrence_cluster2w8`: all steps of both directions of one layer, one 2-CTA
 /// thread-block cluster per tile of 8 windows and direction; each CTA keeps its 256 packed rows
@@ -342,33 +352,19 @@ pub const RECURRENCE_CLUSTER2W4: Kernel = Kernel {
 /// (`(2, 1, 1)`), grid `2 * ceil(batch / 8) * 2` CTAs of `CLUSTER_THREADS` (256) threads,
 /// [`params::RecurrenceClusterParams`]; waits, errors and output bits as
 /// [`RECURRENCE_CLUSTER2`]'s (compute capability 9.0 or later).
-pub const RECURRENCE_CLUSTER2W8: Kernel = Kernel {
-    id: KernelId::RecurrenceCluster2W8,
-    entry: "bilstm_recurrence_cluster2w8",
-    source_name: "recurrence_cluster.cu",
-    source: RECURRENCE_CLUSTER_SOURCE,
-    launch: LaunchKind::Cluster {
-        size: 2,
-        windows: geometry::CLUSTER_TILE_WINDOWS[1] as u32,
-    },
-    block_threads: geometry::CLUSTER_THREADS as u32,
-    dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
-};
+pub const RECURRENCE_CLUSTER2W8: Kernel = cluster_tile(
+    KernelId::RecurrenceCluster2W8,
+    "bilstm_recurrence_cluster2w8",
+    1,
+);
 
 /// `bilstm_recurrence_cluster2w16`: [`RECURRENCE_CLUSTER2W8`] with tiles of 16 windows (four a
 /// thread); grid `2 * ceil(batch / 16) * 2` CTAs.
-pub const RECURRENCE_CLUSTER2W16: Kernel = Kernel {
-    id: KernelId::RecurrenceCluster2W16,
-    entry: "bilstm_recurrence_cluster2w16",
-    source_name: "recurrence_cluster.cu",
-    source: RECURRENCE_CLUSTER_SOURCE,
-    launch: LaunchKind::Cluster {
-        size: 2,
-        windows: geometry::CLUSTER_TILE_WINDOWS[2] as u32,
-    },
-    block_threads: geometry::CLUSTER_THREADS as u32,
-    dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
-};
+pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
+    KernelId::RecurrenceCluster2W16,
+    "bilstm_recurrence_cluster2w16",
+    2,
+);
 
 /// `bilstm_projection_tf32`: `gates[d] = tf32(x) . Wt_d` for both directions on TF32 tensor
 /// cores (`mma.sync m16n8k8`), `Wt_d` the packed gate-major weights pre-rounded to TF32
