@@ -203,6 +203,16 @@ __device__ __forceinline__ void bl_cl_push(bl_u32 dst, float value, bl_u32 bar) 
                  : "memory");
 }
 
+// Thread 0 initialises the two step mbarriers (at bar_addr0 and bar_addr0 + 8, one arrival
+// each) and makes them visible to the cluster; the caller's cluster barrier follows.
+__device__ __forceinline__ void bl_cl_init_step_barriers(int tid, bl_u32 bar_addr0) {
+    if (tid == 0) {
+        bl_cl_mbar_init(bar_addr0, 1);
+        bl_cl_mbar_init(bar_addr0 + 8u, 1);
+        bl_cl_fence_mbar_init();
+    }
+}
+
 // A whole-cluster barrier (every thread of every CTA), release/acquire.
 __device__ __forceinline__ void bl_cl_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" : : : "memory");
@@ -372,11 +382,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 
     const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
     const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0]);
-    if (tid == 0) {
-        bl_cl_mbar_init(bar_addr0, 1);
-        bl_cl_mbar_init(bar_addr0 + 8u, 1);
-        bl_cl_fence_mbar_init();
-    }
+    bl_cl_init_step_barriers(tid, bar_addr0);
     // Every CTA's barriers are initialised before any push reaches them.
     bl_cl_cluster_sync();
 
@@ -614,11 +620,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 
     const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
     const bl_u32 h_addr0 = bl_cl_smem(&h_t[0][0][0]);
-    if (tid == 0) {
-        bl_cl_mbar_init(bar_addr0, 1);
-        bl_cl_mbar_init(bar_addr0 + 8u, 1);
-        bl_cl_fence_mbar_init();
-    }
+    bl_cl_init_step_barriers(tid, bar_addr0);
     // Every CTA's barriers are initialised (and this CTA's R^T written) before any push.
     __syncthreads();
     bl_cl_cluster_sync();
