@@ -202,3 +202,71 @@ fn special_values_stay_in_their_window_and_never_hang() {
         }
     }
 }
+
+/// The window-tile cluster kernels (2-CTA clusters of 8 and 16 windows, forced) wait for their
+/// partner with the same bound: a CTA that never publishes ends the forward with `PartnerLost`
+/// naming the kernel, the layer and the direction, and the backend works again afterwards.
+/// CTA `b` runs cluster `b / 2`, whose direction is `(b / 2) % 2`; the CTAs named exist with
+/// both tiles (batch 20: 6 and 4 clusters).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_lost_partner_of_a_window_tile_cluster_ends_with_partner_lost() {
+    let shape = StackShape::pyannote().with_frames(64);
+    let st = stack(&shape);
+    let batch = 20;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let stalls = [
+        (1, Direction::Reverse, 3),
+        (0, Direction::Forward, 4),
+        (3, Direction::Forward, 1),
+    ];
+    for (windows, kernel) in [
+        (8, "bilstm_recurrence_cluster2w8"),
+        (16, "bilstm_recurrence_cluster2w16"),
+    ] {
+        let mut b = prepared_kind(&st, batch, RecurrenceKind::Cluster);
+        b.set_overrides(Overrides {
+            recurrence: Some(RecurrenceKind::Cluster),
+            cluster_size: Some(2),
+            cluster_windows: Some(windows),
+            ..Overrides::default()
+        })
+        .expect("forcing a window tile");
+        let clean = run(&mut b, &shape, &input, batch);
+        b.set_spin_timeout(Duration::from_millis(200));
+        for (layer, direction, block) in stalls {
+            b.inject_stall(Some(StallInjection {
+                layer,
+                direction,
+                block,
+            }));
+            let mut out = vec![0.0; shape.output_len(batch).unwrap()];
+            let started = Instant::now();
+            let e = b.forward(&input, batch, &mut out).unwrap_err();
+            let took = started.elapsed();
+            eprintln!(
+                "cluster2w{windows}: stall at layer {layer} {direction} block {block}: {e} after \
+                 {:.2} s",
+                took.as_secs_f64()
+            );
+            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+            match e {
+                CudaError::PartnerLost {
+                    kernel: k,
+                    layer: l,
+                    direction: d,
+                    ..
+                } => assert_eq!((k, l, d), (kernel, layer, direction)),
+                other => panic!("expected PartnerLost, got {other}"),
+            }
+            assert!(took < Duration::from_secs(30), "took {took:?}");
+        }
+        b.inject_stall(None);
+        let again = run(&mut b, &shape, &input, batch);
+        assert_same_bits(
+            &clean,
+            &again,
+            &format!("cluster2w{windows}: after recovering from lost partners"),
+        );
+    }
+}
