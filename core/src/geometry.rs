@@ -90,10 +90,10 @@ pub const CLUSTER_MULTI_WINDOW_SIZE: usize = 2;
 /// Cluster recurrence: the most windows one cluster of the register kernels runs side by side.
 pub const CLUSTER_MAX_WINDOWS: usize = 2;
 /// Cluster recurrence: the window tiles of the shared-memory kernels
-/// (`bilstm_recurrence_cluster2w4`, `bilstm_recurrence_cluster2w8`, `bilstm_recurrence_cluster2w16`): 2-CTA clusters that keep
-/// their rows of R transposed in shared memory ([`CLUSTER_TILE_SHARED_BYTES`]) and run this many
-/// windows of one direction side by side, each thread all four gates of one unit in a quarter
-/// of them.
+/// (`bilstm_recurrence_cluster2w4`, `_cluster2w8`, `_cluster2w16`): 2-CTA clusters that keep
+/// their rows of R transposed in shared memory ([`CLUSTER_TILE_SHARED_BYTES`]) and run this
+/// many windows of one direction side by side, each thread all four gates of one unit in a
+/// quarter of them.
 pub const CLUSTER_TILE_WINDOWS: [usize; 3] = [4, 8, 16];
 /// Cluster recurrence, window-tile kernels: dynamic shared bytes of a CTA, its half of R
 /// transposed (`HIDDEN` x `GATE_ROWS / 2` floats: 128 KiB).

@@ -245,7 +245,10 @@ impl KernelResources {
     /// - cluster recurrence: [`CLUSTER_THREADS`] threads per CTA, [`CLUSTER2_REGISTERS`] or
     ///   [`CLUSTER4_REGISTERS`] (measured), [`CLUSTER_STATIC_SHARED_BYTES`] static, no dynamic,
     ///   and no driver figure of the cluster capacity (`max_active_clusters` all
-    ///   `None`: plans estimate it).
+    ///   `None`: plans estimate it);
+    /// - window-tile cluster kernels: [`CLUSTER_THREADS`] threads, [`CLUSTER_TILE_REGISTERS`],
+    ///   two hidden-state slots and two mbarriers static, [`CLUSTER_TILE_SHARED_BYTES`] dynamic,
+    ///   no driver figure (`tile_max_active_clusters` all `None`).
     pub const fn nominal() -> Self {
         const fn usage(
             threads: usize,

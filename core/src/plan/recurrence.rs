@@ -49,7 +49,7 @@ pub enum ClusterWindows {
         cluster_size: usize,
     },
     /// [`CLUSTER_MAX_WINDOWS`] windows per cluster: one-window clusters would need more than one
-    /// wave.
+    /// wave, and no window tile's waves cost less ([`CLUSTER_WAVE_LAYER_US`]).
     Several {
         /// Windows per cluster.
         windows: usize,
