@@ -299,11 +299,22 @@ impl Kernels {
                     .ok_or_else(|| CudaError::Internal {
                         what: format!("kernel {id} is not loaded"),
                     })?;
-                *slot = crate::launch::recurrence_cluster::max_active_clusters(
-                    id.kernel(),
-                    f,
-                    &device.main,
-                )?;
+                // A kernel no SM can hold (the window tiles' 128 KiB of shared memory on a GPU
+                // with less) runs no cluster; the driver is not asked (it may refuse the
+                // launch configuration instead of answering 0).
+                let fits = resources
+                    .iter()
+                    .find(|r| r.kernel == id)
+                    .is_some_and(|r| r.blocks_per_sm > 0);
+                *slot = if fits {
+                    crate::launch::recurrence_cluster::max_active_clusters(
+                        id.kernel(),
+                        f,
+                        &device.main,
+                    )?
+                } else {
+                    0
+                };
             }
         }
         Ok(Kernels {
