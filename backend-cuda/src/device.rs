@@ -231,24 +231,14 @@ impl CompiledKernel {
 
 /// The loaded kernels of one device: every entry of [`bilstm_kernels::ALL`], with its real
 /// resources.
-/// The cluster kernels, whose co-resident clusters [`Kernels::load`] asks the driver for.
-const CLUSTER_KERNELS: [KernelId; 6] = [
-    KernelId::RecurrenceCluster2,
-    KernelId::RecurrenceCluster4,
-    KernelId::RecurrenceCluster2W2,
-    KernelId::RecurrenceCluster2W4,
-    KernelId::RecurrenceCluster2W8,
-    KernelId::RecurrenceCluster2W16,
-];
-
 #[derive(Debug)]
-
 pub(crate) struct Kernels {
     functions: Vec<(KernelId, CudaFunction)>,
     pub resources: Vec<CompiledKernel>,
-    /// Clusters of each cluster kernel the device holds at once (`cuOccupancyMaxActiveClusters`),
-    /// in [`CLUSTER_KERNELS`] order; 0 where the device has no clusters.
-    pub max_active_clusters: [u32; CLUSTER_KERNELS.len()],
+    /// Clusters of each cluster kernel (every entry of `ALL` launched with a cluster dimension)
+    /// the device holds at once (`cuOccupancyMaxActiveClusters`); 0 where the device has no
+    /// clusters or no SM holds one of the kernel's CTAs.
+    pub max_active_clusters: Vec<(KernelId, u32)>,
 }
 
 impl Kernels {
@@ -266,6 +256,7 @@ impl Kernels {
         let strict = std::env::var("BILSTM_OCCUPANCY_CHECK").map_or(true, |v| v != "warn");
         let mut functions = Vec::with_capacity(bilstm_kernels::ALL.len());
         let mut resources = Vec::with_capacity(bilstm_kernels::ALL.len());
+        let mut max_active_clusters = Vec::new();
         for id in bilstm_kernels::ALL {
             let k = id.kernel();
             let (module, origin) = modules
@@ -286,36 +277,19 @@ impl Kernels {
                     driver: r.blocks_per_sm,
                 });
             }
-            functions.push((id, f));
-            resources.push(r);
-        }
-        let mut max_active_clusters = [0u32; CLUSTER_KERNELS.len()];
-        if device.info.facts.max_cluster_size > 0 {
-            for (slot, id) in max_active_clusters.iter_mut().zip(CLUSTER_KERNELS) {
-                let f = functions
-                    .iter()
-                    .find(|(k, _)| *k == id)
-                    .map(|(_, f)| f)
-                    .ok_or_else(|| CudaError::Internal {
-                        what: format!("kernel {id} is not loaded"),
-                    })?;
+            if k.cluster_size().is_some() {
                 // A kernel no SM can hold (the window tiles' 128 KiB of shared memory on a GPU
                 // with less) runs no cluster; the driver is not asked (it may refuse the
                 // launch configuration instead of answering 0).
-                let fits = resources
-                    .iter()
-                    .find(|r| r.kernel == id)
-                    .is_some_and(|r| r.blocks_per_sm > 0);
-                *slot = if fits {
-                    crate::launch::recurrence_cluster::max_active_clusters(
-                        id.kernel(),
-                        f,
-                        &device.main,
-                    )?
+                let clusters = if device.info.facts.max_cluster_size > 0 && r.blocks_per_sm > 0 {
+                    crate::launch::recurrence_cluster::max_active_clusters(k, &f, &device.main)?
                 } else {
                     0
                 };
+                max_active_clusters.push((id, clusters));
             }
+            functions.push((id, f));
+            resources.push(r);
         }
         Ok(Kernels {
             functions,
@@ -341,11 +315,10 @@ impl Kernels {
     /// Clusters of the cluster kernel `id` the device holds at once (0 for other kernels and on
     /// devices without clusters).
     pub(crate) fn max_active_clusters_of(&self, id: KernelId) -> u32 {
-        CLUSTER_KERNELS
+        self.max_active_clusters
             .iter()
-            .zip(self.max_active_clusters)
-            .find(|(k, _)| **k == id)
-            .map_or(0, |(_, n)| n)
+            .find(|(k, _)| *k == id)
+            .map_or(0, |&(_, n)| n)
     }
 
     /// The resources of `id`.

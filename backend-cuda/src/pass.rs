@@ -432,21 +432,55 @@ impl CudaBackend {
     }
 }
 
-/// The cluster kernel of `size` CTAs per cluster running `windows` windows each.
+/// The cluster kernel of `size` CTAs per cluster running `windows` windows each: the entry of
+/// [`bilstm_kernels::ALL`] whose launch kind says so.
 ///
 /// # Errors
-/// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those of
-/// `bilstm_core::geometry::CLUSTER_SIZES` and `CLUSTER_MULTI_WINDOW_SIZE`).
+/// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those
+/// `bilstm_core::geometry::cluster_kernel_built` accepts).
 fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
-    match (size, windows) {
-        (2, 1) => Ok(KernelId::RecurrenceCluster2),
-        (4, 1) => Ok(KernelId::RecurrenceCluster4),
-        (2, 2) => Ok(KernelId::RecurrenceCluster2W2),
-        (2, 4) => Ok(KernelId::RecurrenceCluster2W4),
-        (2, 8) => Ok(KernelId::RecurrenceCluster2W8),
-        (2, 16) => Ok(KernelId::RecurrenceCluster2W16),
-        _ => Err(CudaError::Internal {
+    bilstm_kernels::ALL
+        .into_iter()
+        .find(|id| match id.kernel().launch {
+            bilstm_kernels::LaunchKind::Cluster {
+                size: s,
+                windows: w,
+            } => s as usize == size && w as usize == windows,
+            _ => false,
+        })
+        .ok_or_else(|| CudaError::Internal {
             what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
-        }),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_kernel;
+    use bilstm_core::geometry::cluster_kernel_built;
+    use bilstm_kernels::LaunchKind;
+
+    /// Core's list of cluster shapes and the kernels built agree: every shape core may plan has
+    /// a kernel of exactly that launch, and no other shape has one.
+    #[test]
+    fn every_plannable_cluster_shape_has_its_kernel() {
+        for size in 1..=8 {
+            for windows in 1..=64 {
+                let found = cluster_kernel(size, windows);
+                assert_eq!(
+                    found.is_ok(),
+                    cluster_kernel_built(size, windows),
+                    "{size} CTAs, {windows} windows"
+                );
+                if let Ok(id) = found {
+                    assert_eq!(
+                        id.kernel().launch,
+                        LaunchKind::Cluster {
+                            size: size as u32,
+                            windows: windows as u32
+                        }
+                    );
+                }
+            }
+        }
     }
 }

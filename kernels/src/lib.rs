@@ -275,65 +275,66 @@ pub const RECURRENCE_RESIDENT: Kernel = Kernel {
 /// the error words zeroed on this stream (by [`CLEAR`]); a partner that never publishes ends the
 /// kernel with `error[0] ==` [`params::ERROR_PARTNER_LOST`] after `spin_timeout_ns`. Output bits
 /// equal every other recurrence kernel's.
-pub const RECURRENCE_CLUSTER2: Kernel = Kernel {
-    id: KernelId::RecurrenceCluster2,
-    entry: "bilstm_recurrence_cluster2",
-    source_name: "recurrence_cluster.cu",
-    source: RECURRENCE_CLUSTER_SOURCE,
-    launch: LaunchKind::Cluster {
-        size: 2,
-        windows: 1,
-    },
-    block_threads: geometry::CLUSTER_THREADS as u32,
-    dynamic_shared_bytes: 0,
-};
+pub const RECURRENCE_CLUSTER2: Kernel = cluster_kernel(
+    KernelId::RecurrenceCluster2,
+    "bilstm_recurrence_cluster2",
+    2,
+    1,
+    0,
+);
 
 /// `bilstm_recurrence_cluster4`: as [`RECURRENCE_CLUSTER2`] with 4-CTA clusters (64 floats of R
 /// a thread), grid `2 * batch * 4` CTAs, cluster dimension `(4, 1, 1)`.
-pub const RECURRENCE_CLUSTER4: Kernel = Kernel {
-    id: KernelId::RecurrenceCluster4,
-    entry: "bilstm_recurrence_cluster4",
-    source_name: "recurrence_cluster.cu",
-    source: RECURRENCE_CLUSTER_SOURCE,
-    launch: LaunchKind::Cluster {
-        size: 4,
-        windows: 1,
-    },
-    block_threads: geometry::CLUSTER_THREADS as u32,
-    dynamic_shared_bytes: 0,
-};
+pub const RECURRENCE_CLUSTER4: Kernel = cluster_kernel(
+    KernelId::RecurrenceCluster4,
+    "bilstm_recurrence_cluster4",
+    4,
+    1,
+    0,
+);
 
 /// `bilstm_recurrence_cluster2w2`: as [`RECURRENCE_CLUSTER2`] with two windows per cluster (each
 /// lane applies its registers of R to both windows' hidden states every step); grid
 /// `2 * ceil(batch / 2) * 2` CTAs, cluster dimension `(2, 1, 1)`.
-pub const RECURRENCE_CLUSTER2W2: Kernel = Kernel {
-    id: KernelId::RecurrenceCluster2W2,
-    entry: "bilstm_recurrence_cluster2w2",
-    source_name: "recurrence_cluster.cu",
-    source: RECURRENCE_CLUSTER_SOURCE,
-    launch: LaunchKind::Cluster {
-        size: 2,
-        windows: 2,
-    },
-    block_threads: geometry::CLUSTER_THREADS as u32,
-    dynamic_shared_bytes: 0,
-};
+pub const RECURRENCE_CLUSTER2W2: Kernel = cluster_kernel(
+    KernelId::RecurrenceCluster2W2,
+    "bilstm_recurrence_cluster2w2",
+    2,
+    2,
+    0,
+);
 
-/// A window-tile cluster kernel (`recurrence_cluster.cu`): 2-CTA clusters of
-/// `CLUSTER_TILE_WINDOWS[tile]` windows, `CLUSTER_TILE_SHARED_BYTES` of dynamic shared memory.
-const fn cluster_tile(id: KernelId, entry: &'static str, tile: usize) -> Kernel {
+/// A cluster kernel of `recurrence_cluster.cu`: clusters of `size` CTAs running `windows`
+/// windows each, `CLUSTER_THREADS` threads a CTA, `dynamic_shared_bytes` of dynamic shared
+/// memory.
+const fn cluster_kernel(
+    id: KernelId,
+    entry: &'static str,
+    size: u32,
+    windows: u32,
+    dynamic_shared_bytes: usize,
+) -> Kernel {
     Kernel {
         id,
         entry,
         source_name: "recurrence_cluster.cu",
         source: RECURRENCE_CLUSTER_SOURCE,
-        launch: LaunchKind::Cluster {
-            size: 2,
-            windows: geometry::CLUSTER_TILE_WINDOWS[tile] as u32,
-        },
+        launch: LaunchKind::Cluster { size, windows },
         block_threads: geometry::CLUSTER_THREADS as u32,
-        dynamic_shared_bytes: geometry::CLUSTER_TILE_SHARED_BYTES as u32,
+        dynamic_shared_bytes: dynamic_shared_bytes as u32,
     }
+}
+
+/// A window-tile cluster kernel: 2-CTA clusters of `CLUSTER_TILE_WINDOWS[tile]` windows,
+/// `CLUSTER_TILE_SHARED_BYTES` of dynamic shared memory.
+const fn cluster_tile(id: KernelId, entry: &'static str, tile: usize) -> Kernel {
+    cluster_kernel(
+        id,
+        entry,
+        2,
+        geometry::CLUSTER_TILE_WINDOWS[tile] as u32,
+        geometry::CLUSTER_TILE_SHARED_BYTES,
+    )
 }
 
 /// `bilstm_recurrence_cluster2w4`: [`RECURRENCE_CLUSTER2W8`] with tiles of 4 windows (one a
