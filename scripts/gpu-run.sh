@@ -151,13 +151,13 @@ run_group state 90 "$tests_filter|rel L2|foreign" bash -c "'$bin/gpu_state' --in
 sweep=1,2,8,9,32,64,128,256,1024
 run_group bench 330 '"error"|^Error' bash -c "
     '$bin/bench' --batches $sweep --kinds auto,resident,cluster2,cluster4,cluster2w2,wide,tiled --tiles auto --maths fp32 --iters 20 --case-ms 700 &&
-    '$bin/bench' --batches $sweep --kinds auto --tiles small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles small,3xtf32,3xtf32s,3xtf32wg --maths fp32 --iters 20 --case-ms 700 --no-graph &&
     '$bin/bench' --batches $sweep --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,32 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
 # phasetiles (not in the default run): per-layer projection and recurrence times with each
 # FP32 projection tile forced, at the latency batches.
 run_group phasetiles 200 'layer|batch' "$bin/bench" --batches 1,8,32,64 --kinds auto \
-    --tiles small,large,3xtf32,3xtf32s --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
+    --tiles small,large,3xtf32,3xtf32s,3xtf32wg --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
 # ab (not in the default run; needs at least one bin/bench-<name>, another tree's bench, e.g.
 # bench-old): every bench in turn (the others by name, then bench), three rounds,
 # device-resident FP32 at the latency batches (AB_BATCHES) with the tiles AB_TILES (auto).
@@ -180,7 +180,7 @@ run_group clusters 240 'batch|layer' "$bin/bench" --batches ${CLUSTER_BATCHES:-1
 # tiles against each other with the plan's recurrence, eager and graph, and --phases with each
 # 3xTF32 tile forced at batches 1, 8 and 32.
 run_group x3bench 240 '"error"|^Error' bash -c "
-    '$bin/bench' --batches $sweep --kinds auto --tiles auto,small,3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 &&
+    '$bin/bench' --batches $sweep --kinds auto --tiles auto,small,3xtf32,3xtf32s,3xtf32wg --maths fp32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,8,32 --kinds auto --tiles 3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
 cat "$out/bench.log" "$out/x3bench.log" 2>/dev/null | grep -E '^\{' >"$out/bench.jsonl"
 # latency (not in the default run): the auto plan's FP32 figures at the issue tables' batches,

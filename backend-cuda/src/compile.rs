@@ -56,10 +56,19 @@ pub struct CompiledPtx {
     pub origin: PtxOrigin,
 }
 
-/// The NVRTC options for `arch` (compute capability `(major, minor)`).
+/// The NVRTC options for `arch` (compute capability `(major, minor)`). On the architectures of
+/// [`bilstm_core::plan::WGMMA_ARCHITECTURES`] (9.0) the virtual architecture is the
+/// arch-specific `compute_90a`, whose PTX runs on exactly that compute capability and may use
+/// `wgmma.mma_async` (`bilstm_projection_tf32x3_wgmma`); the other kernels' PTX is the same
+/// either way.
 pub fn nvrtc_options(arch: (u32, u32)) -> Vec<String> {
+    let suffix = if bilstm_core::plan::wgmma_available(arch) {
+        "a"
+    } else {
+        ""
+    };
     let mut options = vec![
-        format!("--gpu-architecture=compute_{}{}", arch.0, arch.1),
+        format!("--gpu-architecture=compute_{}{}{suffix}", arch.0, arch.1),
         "--fmad=false".to_string(),
         "--ftz=false".to_string(),
         "--prec-div=true".to_string(),
@@ -313,7 +322,7 @@ mod tests {
     #[test]
     fn options_carry_every_define_and_the_numerics_flags() {
         let o = nvrtc_options((9, 0));
-        assert_eq!(o[0], "--gpu-architecture=compute_90");
+        assert_eq!(o[0], "--gpu-architecture=compute_90a");
         for flag in [
             "--fmad=false",
             "-default-device",

@@ -149,6 +149,7 @@ impl CudaBackend {
             ProjectionTile::Tf32 => KernelId::ProjectionTf32,
             ProjectionTile::Tf32x3 => KernelId::ProjectionTf32x3,
             ProjectionTile::Tf32x3Small => KernelId::ProjectionTf32x3Small,
+            ProjectionTile::Tf32x3Wgmma => KernelId::ProjectionTf32x3Wgmma,
         })?;
         let weights = span(&b.weights, main);
         let proj = span(&b.proj, main);
@@ -204,12 +205,14 @@ impl CudaBackend {
                     .offset(at, 4)
                     .ok_or_else(|| missing("a tensor inside the buffer"))
             };
-            // The TF32 kernel reads the gate-major TF32-rounded weights, the 3xTF32 ones the
-            // K-major weights split into high parts and remainders, the FP32 SIMT ones the
-            // K-major FP32 weights.
+            // The TF32 kernel reads the gate-major TF32-rounded weights, the warpgroup 3xTF32
+            // one their swizzled split image, the mma.sync 3xTF32 ones the K-major weights split
+            // into high parts and remainders, the FP32 SIMT ones the K-major FP32 weights.
             let weights_of = |d: usize| {
                 piece(if tile.is_tf32() {
                     offsets[d].input_tf32
+                } else if tile.needs_wgmma() {
+                    offsets[d].input_x3_wgmma
                 } else if tile.is_tf32x3() {
                     offsets[d].input_x3
                 } else {

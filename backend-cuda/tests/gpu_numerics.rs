@@ -104,7 +104,7 @@ fn sweep_kernel_compiles_for_sm_90() {
     let file = dir.join("numerics_sweep.ptx");
     std::fs::write(&file, ptx.as_bytes()).unwrap();
     let out = std::process::Command::new(&ptxas)
-        .args(["-arch=sm_90", "-v"])
+        .args(["-arch=sm_90a", "-v"]) // 9.0 modules are compute_90a (nvrtc_options)
         .arg(&file)
         .arg("-o")
         .arg(dir.join("numerics_sweep.cubin"))

@@ -1,5 +1,6 @@
-//! GPU: the FP32-accurate 3xTF32 tensor-core projection in its two tiles
-//! (`ProjectionTile::Tf32x3`, 128x128, and `ProjectionTile::Tf32x3Small`, 64x128) in
+//! GPU: the FP32-accurate 3xTF32 tensor-core projection in its two `mma.sync` tiles
+//! (`ProjectionTile::Tf32x3`, 128x128, and `ProjectionTile::Tf32x3Small`, 64x128) and, on 9.0,
+//! its warpgroup-MMA tile (`ProjectionTile::Tf32x3Wgmma`, its own bits) in
 //! `MathMode::Fp32`, forced: the whole stack against the f64 reference within FP32 mode's budget
 //! (`gpu_budget(MathMode::Fp32)`, 2e-6; the kernel measured 4.7e-6 on the H200 before each k-step
 //! got a fresh tensor-core accumulator), the two tiles bit for bit alike, a window's bits
@@ -14,7 +15,7 @@
 mod gpu_support;
 
 use bilstm_core::owned::{OwnedStack, random_input};
-use bilstm_core::plan::{TF32X3_ARCHITECTURES, tf32x3_tile_for_rows};
+use bilstm_core::plan::{TF32X3_ARCHITECTURES, tf32x3_tile_for, wgmma_available};
 use bilstm_core::{
     Backend, BackendConfig, MathMode, Overrides, ProjectionTile, RecurrenceKind, StackShape,
 };
@@ -23,8 +24,17 @@ use gpu_support::{
     INPUT_SEED, assert_same_bits, cached_reference, errors, gpu, reference, run, seed, stack,
 };
 
-/// Both 3xTF32 tiles.
+/// Both `mma.sync` 3xTF32 tiles (identical bits).
 const TILES: [ProjectionTile; 2] = [ProjectionTile::Tf32x3, ProjectionTile::Tf32x3Small];
+
+/// Every 3xTF32 tile this GPU runs: [`TILES`], plus the warpgroup-MMA tile on 9.0.
+fn tiles_here() -> Vec<ProjectionTile> {
+    let mut tiles = TILES.to_vec();
+    if wgmma_available(gpu().device().facts.compute_capability) {
+        tiles.push(ProjectionTile::Tf32x3Wgmma);
+    }
+    tiles
+}
 
 /// The bound: FP32 mode's own budget, which a device's FP32 projection must meet.
 fn budget() -> f64 {
@@ -67,7 +77,7 @@ fn tf32x3_matches_the_f64_reference_within_the_fp32_budget() {
     let st = stack(&shape);
     let want_all = cached_reference(&shape, 33);
     let out_w = shape.frames * shape.output_width();
-    for tile in TILES {
+    for tile in tiles_here() {
         let mut b = prepared_x3(&st, 33, None, tile);
         eprintln!(
             "{}; seed {} (BILSTM_SEED overrides), FP32 budget {:.3e}",
@@ -144,6 +154,28 @@ fn tf32x3_window_bits_do_not_depend_on_the_batch() {
             );
         }
         eprintln!("3xtf32, {frames} frames: window bits the same alone and inside batch {big}");
+        // The warpgroup tile (one tile at every batch): the same windows at other rows of its
+        // 128-row tiles and other column-tile neighbours.
+        if tiles_here().contains(&ProjectionTile::Tf32x3Wgmma) {
+            let mut b = prepared_x3(&st, big, None, ProjectionTile::Tf32x3Wgmma);
+            let all = run(&mut b, &shape, &input, big);
+            assert_ran(&b, ProjectionTile::Tf32x3Wgmma);
+            for (batch, first_window) in [(1, 0), (1, 5), (1, big - 1), (3, 4), (9, 20)] {
+                let part = &input[first_window * in_w..(first_window + batch) * in_w];
+                let got = run(&mut b, &shape, part, batch);
+                assert_same_bits(
+                    &got,
+                    &all[first_window * out_w..(first_window + batch) * out_w],
+                    &format!(
+                        "wgmma, {frames} frames: windows {first_window}.. alone (batch {batch}) \
+                         vs inside batch {big}"
+                    ),
+                );
+            }
+            eprintln!(
+                "3xtf32 wgmma, {frames} frames: window bits the same alone and inside batch {big}"
+            );
+        }
     }
 }
 
@@ -155,7 +187,7 @@ fn tf32x3_runs_are_bitwise_identical() {
     // 9 * 589 = 5301 rows: a partial last row tile.
     let batch = 9;
     let input = random_input(&shape, batch, INPUT_SEED);
-    for tile in TILES {
+    for tile in tiles_here() {
         let mut b = prepared_x3(&st, batch, None, tile);
         let first = run(&mut b, &shape, &input, batch);
         for round in 0..3u64 {
@@ -172,6 +204,8 @@ fn tf32x3_runs_are_bitwise_identical() {
 fn recurrence_kinds_agree_bitwise_with_tf32x3() {
     let shape = StackShape::pyannote().with_frames(64);
     let st = stack(&shape);
+    // The device's own FP32 3xTF32 tile (the warpgroup one on 9.0).
+    let tile = tf32x3_tile_for(gpu().device().facts.compute_capability, 589 * 64);
     for batch in [1, 9, 33] {
         let input = random_input(&shape, batch, INPUT_SEED);
         let mut first: Option<(RecurrenceKind, Vec<f32>)> = None;
@@ -191,7 +225,7 @@ fn recurrence_kinds_agree_bitwise_with_tf32x3() {
                 .unwrap_or_else(|e| panic!("prepare: {e}"));
             let forced = b.set_overrides(Overrides {
                 recurrence: Some(kind),
-                projection: Some(ProjectionTile::Tf32x3),
+                projection: Some(tile),
                 ..Overrides::default()
             });
             if let Err(e) = forced {
@@ -200,7 +234,7 @@ fn recurrence_kinds_agree_bitwise_with_tf32x3() {
                 continue;
             }
             let got = run(&mut b, &shape, &input, batch);
-            assert_ran(&b, ProjectionTile::Tf32x3);
+            assert_ran(&b, tile);
             match &first {
                 None => first = Some((kind, got)),
                 Some((k0, want)) => {
@@ -208,7 +242,7 @@ fn recurrence_kinds_agree_bitwise_with_tf32x3() {
                 }
             }
         }
-        eprintln!("3xtf32 batch {batch}: every runnable recurrence kind bitwise identical");
+        eprintln!("{tile} batch {batch}: every runnable recurrence kind bitwise identical");
     }
 }
 
@@ -235,7 +269,7 @@ fn the_plan_runs_tf32x3_in_fp32_where_listed() {
         if listed {
             assert_eq!(
                 tile,
-                tf32x3_tile_for_rows(batch * shape.frames),
+                tf32x3_tile_for(cc, batch * shape.frames),
                 "batch {batch}"
             );
         }
@@ -251,7 +285,7 @@ fn small_tf32x3_pass_for_sanitizers() {
     let batch = 2;
     let input = random_input(&shape, batch, INPUT_SEED);
     let want = reference(&st, &input, batch);
-    for tile in TILES {
+    for tile in tiles_here() {
         let mut b = prepared_x3(&st, batch, None, tile);
         let got = run(&mut b, &shape, &input, batch);
         assert_ran(&b, tile);

@@ -136,8 +136,14 @@ fn kernels_assemble_without_spills() {
             let compiled = compile_with_cache(k, arch, None).unwrap();
             let file = dir.join(format!("{}-{}{}.ptx", id.name(), arch.0, arch.1));
             std::fs::write(&file, compiled.ptx.as_bytes()).unwrap();
+            // 9.0's modules are compiled for compute_90a (bilstm_cuda::compile::nvrtc_options).
+            let suffix = if bilstm_core::plan::wgmma_available(arch) {
+                "a"
+            } else {
+                ""
+            };
             let output = Command::new(&ptxas)
-                .arg(format!("-arch=sm_{}{}", arch.0, arch.1))
+                .arg(format!("-arch=sm_{}{}{suffix}", arch.0, arch.1))
                 .arg("-v")
                 .arg(&file)
                 .arg("-o")
@@ -238,7 +244,9 @@ fn the_tf32_projection_is_real_from_8_0_and_rounds_to_nearest_even() {
 /// TF32 products per fragment pair (one k-step's loop body per entry in the PTX, two for the
 /// large entry from 9.0 on: 3 x the warp tile's mma tiles per k-step, for the large and the small
 /// entry, which share the module), the same
-/// ties-to-even rounding as the TF32 tile (no `cvt.rna`), and trap stubs before 8.0.
+/// ties-to-even rounding as the TF32 tile (no `cvt.rna`), and trap stubs before 8.0; the
+/// warpgroup entry (same module) real on 9.0 only (three `wgmma` products for each of a K
+/// tile's four k-steps) and a trap stub elsewhere.
 #[test]
 fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
     if !nvrtc_or_skip() {
@@ -251,7 +259,14 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
             .unwrap_or_else(|e| panic!("{arch:?}: {e}"))
             .ptx;
         let real = arch >= (8, 0);
-        assert_eq!(ptx.contains("trap;"), !real, "{arch:?}: trap stub");
+        let wgmma = bilstm_core::plan::wgmma_available(arch);
+        assert_eq!(ptx.contains("trap;"), !wgmma, "{arch:?}: trap stubs");
+        assert_eq!(
+            ptx.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
+                .count(),
+            if wgmma { 3 * 4 } else { 0 },
+            "{arch:?}: wgmma products"
+        );
         if real {
             use bilstm_core::geometry as g;
             let tiles = |rows: usize, cols: usize| (rows / 16) * (cols / 8);
@@ -267,7 +282,7 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
                 3 * (large * large_unroll + small),
                 "{arch:?}: mma count"
             );
-            assert_eq!(ptx.matches(".entry bilstm_projection_tf32x3").count(), 2);
+            assert_eq!(ptx.matches(".entry bilstm_projection_tf32x3").count(), 3);
             assert!(ptx.contains("cp.async.cg.shared.global"), "{arch:?}");
             assert!(!ptx.contains("cvt.rna"), "{arch:?}: ties-away rounding");
         } else {

@@ -203,6 +203,37 @@ pub const PROJ_TF32X3_SMALL_SHARED_BYTES: usize = 2
         + 2 * PROJ_TF32_K_TILE * PROJ_TF32X3_SMALL_B_ROW_FLOATS)
     * 4;
 
+/// 3xTF32 projection on Hopper's warpgroup MMA (`bilstm_projection_tf32x3_wgmma`, compute
+/// capability 9.0 only, `wgmma.mma_async` of `sm_90a`): output tile rows (two warpgroups of 64
+/// rows).
+pub const PROJ_WG_TILE_ROWS: usize = 128;
+/// Warpgroup-MMA 3xTF32 projection: output tile columns (one `m64n128k8` product a warpgroup).
+pub const PROJ_WG_TILE_COLS: usize = 128;
+/// Warpgroup-MMA 3xTF32 projection: K values per cp.async stage, the width of one 128-byte
+/// swizzle row of the weight image (four k-steps of 8). The packed weight image pads the input
+/// width to a multiple of it ([`proj_wg_padded_in`]).
+pub const PROJ_WG_K_TILE: usize = 32;
+/// Warpgroup-MMA 3xTF32 projection: cp.async stages in flight (three: the copy of tile t + 2
+/// overlaps the products of tile t).
+pub const PROJ_WG_STAGES: usize = 3;
+/// Warpgroup-MMA 3xTF32 projection: floats between consecutive activation rows of a stage (the
+/// K tile plus 8: conflict-free 64-bit fragment loads).
+pub const PROJ_WG_ROW_FLOATS: usize = PROJ_WG_K_TILE + 8;
+/// Warpgroup-MMA 3xTF32 projection: floats of one weight part's K tile of one column tile
+/// (`TILE_COLS x K_TILE`, the 128-byte-swizzled image `bilstm_core::layout::pack_input_x3_wgmma_into`
+/// lays out).
+pub const PROJ_WG_B_TILE_FLOATS: usize = PROJ_WG_TILE_COLS * PROJ_WG_K_TILE;
+/// Warpgroup-MMA 3xTF32 projection: dynamic shared bytes, [`PROJ_WG_STAGES`] stages of the
+/// activation tile and both weight parts' tiles (159,744 bytes; one block per SM).
+pub const PROJ_WG_SHARED_BYTES: usize =
+    PROJ_WG_STAGES * (PROJ_WG_TILE_ROWS * PROJ_WG_ROW_FLOATS + 2 * PROJ_WG_B_TILE_FLOATS) * 4;
+
+/// The input width rounded up to [`PROJ_WG_K_TILE`]: the K extent of the warpgroup-MMA weight
+/// image (60 becomes 64, 256 stays 256).
+pub const fn proj_wg_padded_in(width: usize) -> usize {
+    width.div_ceil(PROJ_WG_K_TILE) * PROJ_WG_K_TILE
+}
+
 /// Hidden-state exchange: bytes of one published word (flag in the high half, value low).
 pub const EXCHANGE_WORD_BYTES: usize = 8;
 /// Hidden-state exchange: a producer owns whole lines of this many bytes.
@@ -225,7 +256,7 @@ pub const MAX_DEFINES: usize = 64;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 50] = [
+    let all: [(&'static str, usize); 57] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -288,6 +319,13 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
             "BILSTM_PROJ_TF32X3_SMALL_SHARED_BYTES",
             PROJ_TF32X3_SMALL_SHARED_BYTES,
         ),
+        ("BILSTM_PROJ_WG_TILE_ROWS", PROJ_WG_TILE_ROWS),
+        ("BILSTM_PROJ_WG_TILE_COLS", PROJ_WG_TILE_COLS),
+        ("BILSTM_PROJ_WG_K_TILE", PROJ_WG_K_TILE),
+        ("BILSTM_PROJ_WG_STAGES", PROJ_WG_STAGES),
+        ("BILSTM_PROJ_WG_ROW_FLOATS", PROJ_WG_ROW_FLOATS),
+        ("BILSTM_PROJ_WG_B_TILE_FLOATS", PROJ_WG_B_TILE_FLOATS),
+        ("BILSTM_PROJ_WG_SHARED_BYTES", PROJ_WG_SHARED_BYTES),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
@@ -342,7 +380,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 50);
+        assert_eq!(d.len(), 57);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

@@ -77,10 +77,13 @@ pub enum KernelId {
     /// `bilstm_projection_tf32x3_small` (`projection_tf32x3.cu`): the 3xTF32 projection in
     /// 64x128 tiles, bit for bit the 128x128 tile's results (compute capability 8.0 or later).
     ProjectionTf32x3Small,
+    /// `bilstm_projection_tf32x3_wgmma` (`projection_tf32x3.cu`): the 3xTF32 projection on
+    /// warpgroup MMA (compute capability 9.0).
+    ProjectionTf32x3Wgmma,
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 15] = [
+pub const ALL: [KernelId; 16] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -96,6 +99,7 @@ pub const ALL: [KernelId; 15] = [
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
+    KernelId::ProjectionTf32x3Wgmma,
 ];
 
 /// A kernel: its entry point, its source file and how it is launched.
@@ -422,6 +426,22 @@ pub const PROJECTION_TF32X3_SMALL: Kernel = Kernel {
     dynamic_shared_bytes: geometry::PROJ_TF32X3_SMALL_SHARED_BYTES as u32,
 };
 
+/// `bilstm_projection_tf32x3_wgmma`: the 3xTF32 projection on Hopper's warpgroup MMA (compute
+/// capability 9.0, compiled for `compute_90a`; a trap elsewhere), 128x128 output tiles, one FP32
+/// add per K tile of 32 (its own bits, see its contract in `projection_tf32x3.cu`). Not
+/// cooperative; grid `(4 * ceil(rows / 128), 1, 2)`, 256 threads (two warpgroups),
+/// `PROJ_WG_SHARED_BYTES` (159,744) dynamic shared bytes, [`params::ProjectionParams`] with the
+/// weights' warpgroup image (`PackedOffsets::input_x3_wgmma`).
+pub const PROJECTION_TF32X3_WGMMA: Kernel = Kernel {
+    id: KernelId::ProjectionTf32x3Wgmma,
+    entry: "bilstm_projection_tf32x3_wgmma",
+    source_name: "projection_tf32x3.cu",
+    source: PROJECTION_TF32X3_SOURCE,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: geometry::PROJ_WG_SHARED_BYTES as u32,
+};
+
 impl KernelId {
     /// The kernel's description.
     pub const fn kernel(self) -> &'static Kernel {
@@ -441,6 +461,7 @@ impl KernelId {
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
+            KernelId::ProjectionTf32x3Wgmma => &PROJECTION_TF32X3_WGMMA,
         }
     }
 
@@ -462,6 +483,7 @@ impl KernelId {
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",
+            KernelId::ProjectionTf32x3Wgmma => "projection_tf32x3_wgmma",
         }
     }
 }

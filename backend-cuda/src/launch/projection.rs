@@ -1,7 +1,6 @@
 //! Launch of `bilstm_projection_small` / `bilstm_projection_large` (kernels/cuda/projection.cu).
 
 use bilstm_core::geometry::{GATE_ROWS, PROJ_LARGE_TILE, PROJ_SMALL_TILE};
-use bilstm_core::layout::padded_in;
 use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::params::ProjectionParams;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
@@ -18,7 +17,10 @@ pub(crate) const fn fp32_tile(tile: ProjectionTile) -> Option<(usize, &'static s
     match tile {
         ProjectionTile::Small64 => Some((PROJ_SMALL_TILE, "bilstm_projection_small")),
         ProjectionTile::Large128 => Some((PROJ_LARGE_TILE, "bilstm_projection_large")),
-        ProjectionTile::Tf32 | ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small => None,
+        ProjectionTile::Tf32
+        | ProjectionTile::Tf32x3
+        | ProjectionTile::Tf32x3Small
+        | ProjectionTile::Tf32x3Wgmma => None,
     }
 }
 
@@ -53,6 +55,9 @@ pub(crate) struct IoAlignment {
     /// Weight tensors of `padded_in(in_width) * 512` floats each direction holds back to back
     /// (2 for the 3xTF32 tile's high parts and remainders, else 1).
     pub weight_parts: usize,
+    /// The weights' K extent is the input width rounded up to a multiple of this
+    /// (`bilstm_core::geometry::K_PAD`; the warpgroup-MMA image's `PROJ_WG_K_TILE`).
+    pub k_pad: usize,
 }
 
 /// Refuses a tensor-core tile (`what`, e.g. "the TF32 projection tile") on a device of
@@ -104,7 +109,11 @@ pub(crate) fn check_io(
     let weights_len = product(
         kernel,
         "weight values",
-        &[align.weight_parts, padded_in(args.in_width), GATE_ROWS],
+        &[
+            align.weight_parts,
+            args.in_width.div_ceil(align.k_pad) * align.k_pad,
+            GATE_ROWS,
+        ],
     )?;
     for w in &args.weights {
         require(kernel, "weight values", weights_len, w.len)?;
@@ -160,6 +169,7 @@ pub(crate) fn check(
         stride_floats: 4,
         out_bytes: 16,
         weight_parts: 1,
+        k_pad: bilstm_core::geometry::K_PAD,
     };
     let (rows, in_width) = check_io(kernel, args, align)?;
     let row_tiles = args.rows.div_ceil(edge);
@@ -207,6 +217,7 @@ pub(crate) fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bilstm_core::layout::padded_in;
 
     fn args(rows: usize, in_width: usize) -> ProjectionArgs {
         let stride = rows * GATE_ROWS;

@@ -46,6 +46,7 @@ pub(crate) fn check(
         stride_floats: 2,
         out_bytes: 8,
         weight_parts: 1,
+        k_pad: bilstm_core::geometry::K_PAD,
     };
     let (rows_u32, in_width_u32) = check_io(kernel, args, align)?;
     let rows = args.rows;

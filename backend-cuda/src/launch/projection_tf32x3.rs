@@ -10,8 +10,9 @@
 //! `device::launch_shape`) once.
 
 use bilstm_core::geometry::{
-    GATE_ROWS, PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS,
-    PROJ_TF32X3_TILE_ROWS,
+    GATE_ROWS, K_PAD, PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS,
+    PROJ_TF32X3_TILE_COLS, PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TILE_COLS,
+    PROJ_WG_TILE_ROWS,
 };
 use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::Kernel;
@@ -35,6 +36,11 @@ pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel
             PROJ_TF32X3_SMALL_TILE_ROWS,
             PROJ_TF32X3_SMALL_TILE_COLS,
         )),
+        ProjectionTile::Tf32x3Wgmma => Some((
+            &bilstm_kernels::PROJECTION_TF32X3_WGMMA,
+            PROJ_WG_TILE_ROWS,
+            PROJ_WG_TILE_COLS,
+        )),
         _ => None,
     }
 }
@@ -56,6 +62,16 @@ pub(crate) fn check(
     })?;
     let kernel = handle.entry;
     require_tensor_cores("the 3xTF32 projection tile", compute_capability)?;
+    let wgmma = tile.needs_wgmma();
+    if wgmma && !bilstm_core::plan::wgmma_available(compute_capability) {
+        return Err(CudaError::Unsupported {
+            what: "the warpgroup-MMA 3xTF32 projection tile",
+            reason: format!(
+                "compute capability {}.{} has no wgmma (9.0 only)",
+                compute_capability.0, compute_capability.1
+            ),
+        });
+    }
     // Weights are read as 16-byte cp.async chunks (rows of 512 floats, so every chunk stays
     // aligned), the output stored as float2.
     let align = IoAlignment {
@@ -63,10 +79,18 @@ pub(crate) fn check(
         stride_floats: 2,
         out_bytes: 8,
         weight_parts: 2,
+        k_pad: if wgmma { PROJ_WG_K_TILE } else { K_PAD },
     };
     let (rows, in_width) = check_io(kernel, args, align)?;
     let row_tiles = args.rows.div_ceil(tile_rows);
-    require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
+    // The warpgroup entry runs every column tile of a row tile in neighbouring blocks of x.
+    let col_tiles = GATE_ROWS / tile_cols;
+    let grid_x = if wgmma {
+        row_tiles.saturating_mul(col_tiles)
+    } else {
+        row_tiles
+    };
+    require(kernel, "grid.x", grid_x, i32::MAX as usize)?;
     let params = KernelArg(ProjectionParams {
         x: args.x.addr,
         weights: [args.weights[0].addr, args.weights[1].addr],
@@ -76,7 +100,11 @@ pub(crate) fn check(
         in_width,
     });
     let cfg = LaunchConfig {
-        grid_dim: (row_tiles as u32, (GATE_ROWS / tile_cols) as u32, 2),
+        grid_dim: if wgmma {
+            (grid_x as u32, 1, 2)
+        } else {
+            (grid_x as u32, col_tiles as u32, 2)
+        },
         block_dim: (handle.block_threads, 1, 1),
         shared_mem_bytes: handle.dynamic_shared_bytes,
     };
@@ -196,6 +224,45 @@ mod tests {
             assert!(matches!(
                 check((9, 0), tile, &args(589, 60)),
                 Err(CudaError::Internal { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn the_warpgroup_tile_runs_column_tiles_side_by_side_on_9_0_only() {
+        let wg = ProjectionTile::Tf32x3Wgmma;
+        let (entry, p, cfg) = check((9, 0), wg, &args(589, 64)).unwrap();
+        assert_eq!(entry, "bilstm_projection_tf32x3_wgmma");
+        // ceil(589 / 128) = 5 row tiles x 4 column tiles, both directions.
+        assert_eq!(cfg.grid_dim, (20, 1, 2));
+        assert_eq!(
+            (cfg.block_dim.0, cfg.shared_mem_bytes),
+            crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32x3Wgmma)
+        );
+        assert_eq!(
+            cfg.shared_mem_bytes as usize,
+            bilstm_core::geometry::PROJ_WG_SHARED_BYTES
+        );
+        assert_eq!((p.0.rows, p.0.in_width), (589, 64));
+        // Its weight image pads K to 32, not 16: 40 inputs need 2 * 64 * 512 floats.
+        let mut a = args(10, 40);
+        assert_eq!(a.weights[0].len, 2 * 48 * GATE_ROWS);
+        assert!(matches!(
+            check((9, 0), wg, &a),
+            Err(CudaError::Contract {
+                what: "weight values",
+                ..
+            })
+        ));
+        for w in &mut a.weights {
+            w.len = bilstm_core::layout::wgmma_image_len(40, GATE_ROWS);
+        }
+        assert!(check((9, 0), wg, &a).is_ok());
+        // No wgmma before or after Hopper.
+        for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+            assert!(matches!(
+                check(cc, wg, &args(589, 64)),
+                Err(CudaError::Unsupported { .. })
             ));
         }
     }

@@ -2,7 +2,9 @@
 
 use super::{DirectionWeights, GateOrder, StackWeights, round_to_tf32};
 use crate::error::{CoreError, checked_mul};
-use crate::geometry::{GATES, K_PAD, TENSOR_ALIGN_FLOATS};
+use crate::geometry::{
+    GATES, K_PAD, PROJ_WG_K_TILE, PROJ_WG_TILE_COLS, TENSOR_ALIGN_FLOATS, proj_wg_padded_in,
+};
 use crate::shape::{Direction, MAX_LAYERS, StackShape};
 
 /// Input width rounded up to a multiple of [`K_PAD`] (60 becomes 64, 256 stays 256).
@@ -79,6 +81,85 @@ pub fn pack_input_x3_into(
         let (high, rest) = super::split_tf32(*h);
         *h = high;
         *l = rest;
+    }
+    Ok(())
+}
+
+/// The slot of K-tile-local k (`0..PROJ_WG_K_TILE`) in a row of the warpgroup-MMA weight image:
+/// k-step `c = k / 8` owns slots `8c .. 8c + 8`; its even k go to slots `8c + 0..4` and its odd k
+/// to `8c + 4..8` (`k = 8c + 2j` in slot `8c + j`, `k = 8c + 2j + 1` in slot `8c + 4 + j`), so
+/// that a thread's two A-fragment k values are adjacent in the activations (one 64-bit load).
+pub const fn wgmma_k_slot(k: usize) -> usize {
+    let step = k / 8;
+    let r = k % 8;
+    8 * step + (r % 2) * 4 + r / 2
+}
+
+/// Offset of (column `n`, K-tile-local slot `slot`) in one `PROJ_WG_TILE_COLS x PROJ_WG_K_TILE`
+/// tile of the warpgroup-MMA weight image: row `n` (128 bytes of 32 slots), atoms of 8 rows, the
+/// 16-byte chunk `slot / 4` of row `n` stored at chunk `(slot / 4) ^ (n % 8)` (the 128-byte
+/// swizzle `wgmma` reads with a `SWIZZLE_128B` descriptor).
+pub const fn wgmma_tile_offset(n: usize, slot: usize) -> usize {
+    let chunk = (slot / 4) ^ (n % 8);
+    n * PROJ_WG_K_TILE + chunk * 4 + slot % 4
+}
+
+/// Floats of one direction's warpgroup-MMA weight image for an input of `width`:
+/// `2 * proj_wg_padded_in(width) * rows` (both parts).
+pub const fn wgmma_image_len(width: usize, rows: usize) -> usize {
+    2 * proj_wg_padded_in(width) * rows
+}
+
+/// Packs input weights `[4H, width]` (source `order`) for the warpgroup-MMA 3xTF32 projection
+/// (`bilstm_projection_tf32x3_wgmma`) into `out` ([`wgmma_image_len`] values): for part 0 the
+/// TF32 high parts and for part 1 the TF32 remainders ([`super::split_tf32`]), for each column
+/// tile of `PROJ_WG_TILE_COLS` packed gate rows, for each K tile of `PROJ_WG_K_TILE`, the tile
+/// image of [`wgmma_tile_offset`] / [`wgmma_k_slot`]: the exact shared-memory image the kernel
+/// reads, so it copies it in 16-byte chunks unchanged. Padding (k >= width) is zero.
+///
+/// # Errors
+/// [`CoreError::Shape`] when `input` or `out` has the wrong length, or when `4H` is not a
+/// multiple of `PROJ_WG_TILE_COLS`.
+pub fn pack_input_x3_wgmma_into(
+    input: &[f32],
+    width: usize,
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    let rows = GATES * hidden;
+    check_len(
+        "input weights length",
+        checked_mul(rows, width, "input weights")?,
+        input.len(),
+    )?;
+    check_len(
+        "gate rows in whole warpgroup-MMA column tiles",
+        rows.div_ceil(PROJ_WG_TILE_COLS) * PROJ_WG_TILE_COLS,
+        rows,
+    )?;
+    let padded = proj_wg_padded_in(width);
+    check_len(
+        "packed warpgroup-MMA input weights length",
+        checked_mul(2 * padded, rows, "packed input")?,
+        out.len(),
+    )?;
+    let k_tiles = padded / PROJ_WG_K_TILE;
+    let tile_floats = PROJ_WG_TILE_COLS * PROJ_WG_K_TILE;
+    let col_tiles = rows / PROJ_WG_TILE_COLS;
+    out.fill(0.0);
+    for p in 0..rows {
+        let src = order.source_row_of_packed(p, hidden) * width;
+        let (col_tile, n) = (p / PROJ_WG_TILE_COLS, p % PROJ_WG_TILE_COLS);
+        for k in 0..width {
+            let (hi, lo) = super::split_tf32(input[src + k]);
+            let (kt, kl) = (k / PROJ_WG_K_TILE, k % PROJ_WG_K_TILE);
+            let at = wgmma_tile_offset(n, wgmma_k_slot(kl));
+            for (part, value) in [(0, hi), (1, lo)] {
+                let tile = (part * col_tiles + col_tile) * k_tiles + kt;
+                out[tile * tile_floats + at] = value;
+            }
+        }
     }
     Ok(())
 }
@@ -211,6 +292,9 @@ pub struct PackedOffsets {
     /// TF32 high parts (`split_tf32(w).0`) then the TF32 remainders (`split_tf32(w).1`),
     /// [`pack_input_x3_into`].
     pub input_x3: usize,
+    /// The warpgroup-MMA 3xTF32 image of the input weights ([`pack_input_x3_wgmma_into`],
+    /// [`wgmma_image_len`] floats).
+    pub input_x3_wgmma: usize,
     /// Recurrent weights, packed rows `[4H, H]`.
     pub recurrent: usize,
     /// Recurrent weights, K-major `[H, 4H]`.
@@ -259,6 +343,11 @@ impl StackPacking {
                     input_kmajor: take(checked_mul(padded, rows, "packed input")?)?,
                     input_tf32: take(checked_mul(padded, rows, "packed input")?)?,
                     input_x3: take(checked_mul(2 * padded, rows, "packed input")?)?,
+                    input_x3_wgmma: take(checked_mul(
+                        2 * proj_wg_padded_in(width),
+                        rows,
+                        "packed input",
+                    )?)?,
                     recurrent: take(rows * shape.hidden)?,
                     recurrent_kmajor: take(rows * shape.hidden)?,
                     bias: take(rows)?,
@@ -341,6 +430,13 @@ impl StackPacking {
                     h,
                     order,
                     &mut out[span(o.input_x3, 2 * o.padded_width * rows)],
+                )?;
+                pack_input_x3_wgmma_into(
+                    d.input,
+                    o.width,
+                    h,
+                    order,
+                    &mut out[span(o.input_x3_wgmma, wgmma_image_len(o.width, rows))],
                 )?;
                 pack_recurrent_into(d.recurrent, h, order, &mut out[span(o.recurrent, rows * h)])?;
                 pack_recurrent_kmajor_into(
@@ -470,6 +566,63 @@ mod tests {
     }
 
     #[test]
+    fn wgmma_tile_offsets_and_slots_are_permutations() {
+        let mut seen = vec![false; PROJ_WG_TILE_COLS * PROJ_WG_K_TILE];
+        for n in 0..PROJ_WG_TILE_COLS {
+            for slot in 0..PROJ_WG_K_TILE {
+                let at = wgmma_tile_offset(n, slot);
+                assert!(!seen[at], "({n}, {slot}) -> {at} twice");
+                seen[at] = true;
+                // Row n owns its 128 bytes; 16-byte chunks stay whole.
+                assert_eq!(at / PROJ_WG_K_TILE, n);
+                assert_eq!(at % 4, slot % 4);
+            }
+        }
+        // Chunk q of row n sits at chunk q ^ (n % 8): row 9, slot 5 (chunk 1) at chunk 0.
+        assert_eq!(wgmma_tile_offset(9, 5), 9 * 32 + 1);
+        let mut slots: Vec<usize> = (0..PROJ_WG_K_TILE).map(wgmma_k_slot).collect();
+        assert_eq!(&slots[..8], &[0, 4, 1, 5, 2, 6, 3, 7]);
+        slots.sort_unstable();
+        assert!(slots.iter().copied().eq(0..PROJ_WG_K_TILE));
+    }
+
+    #[test]
+    fn wgmma_image_is_the_swizzled_split_of_the_weights() {
+        for width in [60, 256, 17] {
+            let w: Vec<f32> = (0..512 * width)
+                .map(|i| ((i as f32) * 0.618_034).sin() * 0.3)
+                .collect();
+            let padded = proj_wg_padded_in(width);
+            let mut kmajor = vec![0.0f32; padded_in(width) * 512];
+            pack_input_kmajor_into(&w, width, 128, GateOrder::Onnx, &mut kmajor).unwrap();
+            let mut image = vec![f32::NAN; wgmma_image_len(width, 512)];
+            pack_input_x3_wgmma_into(&w, width, 128, GateOrder::Onnx, &mut image).unwrap();
+            let k_tiles = padded / PROJ_WG_K_TILE;
+            let tile = PROJ_WG_TILE_COLS * PROJ_WG_K_TILE;
+            for p in 0..512 {
+                for k in 0..padded {
+                    let v = if k < width { kmajor[k * 512 + p] } else { 0.0 };
+                    let (hi, lo) = crate::layout::split_tf32(v);
+                    let at = wgmma_tile_offset(p % 128, wgmma_k_slot(k % 32));
+                    for (part, want) in [(0, hi), (1, lo)] {
+                        let t = (part * 4 + p / 128) * k_tiles + k / 32;
+                        assert_eq!(
+                            image[t * tile + at].to_bits(),
+                            want.to_bits(),
+                            "width {width}, row {p}, k {k}, part {part}"
+                        );
+                    }
+                }
+            }
+        }
+        let mut short = vec![0.0f32; wgmma_image_len(60, 512) - 1];
+        assert!(
+            pack_input_x3_wgmma_into(&[0.0; 512 * 60], 60, 128, GateOrder::Torch, &mut short)
+                .is_err()
+        );
+    }
+
+    #[test]
     fn x3_packing_is_the_split_of_the_kmajor_packing() {
         let w: Vec<f32> = (0..512 * 60)
             .map(|i| ((i as f32) * 0.618_034).sin() * 0.3)
@@ -520,6 +673,7 @@ mod tests {
                     (o.input_kmajor, w * 512),
                     (o.input_tf32, w * 512),
                     (o.input_x3, 2 * w * 512),
+                    (o.input_x3_wgmma, 2 * w * 512),
                     (o.recurrent, 65536),
                     (o.recurrent_kmajor, 65536),
                     (o.bias, 512),

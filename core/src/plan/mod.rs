@@ -51,8 +51,8 @@ use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
     BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, CLUSTER_TILE_SHARED_BYTES, CLUSTER_TILE_WINDOWS,
     HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
-    PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES, RESIDENT_SHARED_BYTES,
-    RESIDENT_THREADS,
+    PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES, PROJ_WG_SHARED_BYTES,
+    RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
@@ -60,8 +60,8 @@ use crate::shape::{MathMode, StackShape};
 pub use projection::{
     LARGE_TILE_MIN_ROWS, ProjectionTile, SMALL_TILE_ARCHITECTURES,
     TENSOR_CORE_MIN_COMPUTE_CAPABILITY, TF32_ARCHITECTURES, TF32X3_ARCHITECTURES,
-    TF32X3_LARGE_MIN_ROWS, Tf32Refusal, check_forced_projection, choose_projection_tile,
-    tf32x3_tile_for_rows,
+    TF32X3_LARGE_MIN_ROWS, Tf32Refusal, WGMMA_ARCHITECTURES, check_forced_projection,
+    choose_projection_tile, tf32x3_tile_for, tf32x3_tile_for_rows, wgmma_available,
 };
 pub use reason::Reason;
 pub use recurrence::{
@@ -163,6 +163,8 @@ pub struct KernelResources {
     pub projection_tf32x3: KernelUsage,
     /// The 3xTF32 (FP32-accurate) 64x128 projection.
     pub projection_tf32x3_small: KernelUsage,
+    /// The 3xTF32 (FP32-accurate) 128x128 projection on warpgroup MMA (9.0).
+    pub projection_tf32x3_wgmma: KernelUsage,
     /// The cluster recurrence with 2-CTA clusters (one CTA's usage).
     pub cluster2: KernelUsage,
     /// The cluster recurrence with 4-CTA clusters (one CTA's usage).
@@ -184,6 +186,11 @@ pub struct KernelResources {
 /// for sm_90, 2026-12-01: 105, 120 and 181, no spills): one 256-thread CTA per SM with their
 /// [`CLUSTER_TILE_SHARED_BYTES`] of dynamic shared memory anyway.
 pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [105, 120, 181];
+
+/// Registers per thread of the warpgroup-MMA 3xTF32 projection
+/// (`bilstm_projection_tf32x3_wgmma`, ptxas 13.0 for sm_90a, 2026-12-01): one 256-thread block
+/// per SM, which its [`PROJ_WG_SHARED_BYTES`] allow anyway.
+pub const PROJ_WG_REGISTERS: u32 = 250;
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
 /// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the
@@ -281,6 +288,12 @@ impl KernelResources {
             projection_tf32: usage(BLOCK_THREADS, 128, 0, PROJ_TF32_SHARED_BYTES),
             projection_tf32x3: usage(BLOCK_THREADS, 214, 0, PROJ_TF32X3_SHARED_BYTES),
             projection_tf32x3_small: usage(BLOCK_THREADS, 120, 0, PROJ_TF32X3_SMALL_SHARED_BYTES),
+            projection_tf32x3_wgmma: usage(
+                BLOCK_THREADS,
+                PROJ_WG_REGISTERS,
+                0,
+                PROJ_WG_SHARED_BYTES,
+            ),
             cluster2: usage(
                 CLUSTER_THREADS,
                 CLUSTER2_REGISTERS,
@@ -383,6 +396,7 @@ impl KernelResources {
             ProjectionTile::Tf32 => &self.projection_tf32,
             ProjectionTile::Tf32x3 => &self.projection_tf32x3,
             ProjectionTile::Tf32x3Small => &self.projection_tf32x3_small,
+            ProjectionTile::Tf32x3Wgmma => &self.projection_tf32x3_wgmma,
         }
     }
 }

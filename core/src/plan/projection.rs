@@ -55,7 +55,8 @@ pub const TF32_ARCHITECTURES: [(u32, u32); 5] = [(8, 0), (8, 6), (8, 7), (9, 0),
 /// 1.518 / 1.494, 8 1.762 / 1.689 / 1.678, 32 2.901 / 2.414 / 2.472, 64 5.229 / 4.247 / 4.357,
 /// 1024 82.15 / 66.12 / 68.30: a 3xTF32 tile is the faster at every batch. Other
 /// architectures are not measured here (8.x has the same instructions; list one after running
-/// `gpu_tf32x3` and `bench --tiles small,3xtf32,3xtf32s` there).
+/// `gpu_tf32x3` and `bench --tiles small,3xtf32,3xtf32s` there). Which 3xTF32 tile:
+/// [`tf32x3_tile_for`] (on 9.0 the warpgroup-MMA one at every batch, [`WGMMA_ARCHITECTURES`]).
 pub const TF32X3_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 
 /// On [`TF32X3_ARCHITECTURES`], the 3xTF32 projection runs in 128x128 tiles
@@ -69,6 +70,34 @@ pub const TF32X3_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 /// / 1.689, 32 2.446 / 2.416 and 2.472 / 2.414, 1024 68.29 / 67.01 and 68.30 / 66.12. Batch 2
 /// (1,178 rows) is the exception below the threshold: 1.508 / 1.506 and 1.536 / 1.512.
 pub const TF32X3_LARGE_MIN_ROWS: usize = 5_000;
+
+/// Compute capabilities with Hopper's warpgroup MMA (`wgmma.mma_async`, the arch-specific
+/// `sm_90a` features; the host compiles their kernels for `compute_90a`), where the FP32
+/// projection is [`ProjectionTile::Tf32x3Wgmma`] at every row count.
+///
+/// The H200 (9.0), measured 2026-12-01 (`bench/NOTES.md`, session 7): a standalone harness of
+/// the kernel (calls 4-6, K 256, ms a layer for both directions): 37,696 rows (batch 64) 0.289
+/// against the mma.sync 128x128 tile's 0.443 in the stack, 603,136 rows (batch 1024) 4.31
+/// against 6.9, GEMM error against f64 2.4e-7 (the mma.sync numerics: 1.3e-7); in the stack
+/// (call 8, ms a forward against the mma.sync tiles' in the same call): batch 1 1.335 / 1.343,
+/// 8 1.447 / 1.539, 32 1.963 / 2.235, 64 3.283 / 3.823, 1024 35.90 (was 44.35); stack error
+/// 8.5e-7 .. 9.2e-7 against f64 (was 4.2e-7; FP32 budget 2e-6). 10.0 and 12.x have no `wgmma`
+/// (their tensor-core generations differ), so the list is 9.0 alone.
+pub const WGMMA_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
+
+/// Whether `compute_capability` is one of [`WGMMA_ARCHITECTURES`].
+pub const fn wgmma_available(compute_capability: (u32, u32)) -> bool {
+    let mut i = 0;
+    while i < WGMMA_ARCHITECTURES.len() {
+        if WGMMA_ARCHITECTURES[i].0 == compute_capability.0
+            && WGMMA_ARCHITECTURES[i].1 == compute_capability.1
+        {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
 
 /// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`,
 /// which both tensor-core tiles need.
@@ -90,16 +119,21 @@ pub enum ProjectionTile {
     /// The 3xTF32 projection in 64x128 output tiles: the same bits as [`ProjectionTile::Tf32x3`],
     /// more blocks for small row counts.
     Tf32x3Small,
+    /// The 3xTF32 projection on Hopper's warpgroup MMA (`wgmma`, [`WGMMA_ARCHITECTURES`] only),
+    /// 128x128 output tiles; one FP32 add per K tile of 32 instead of per k-step of 8, so its
+    /// bits differ from the `mma.sync` 3xTF32 tiles'.
+    Tf32x3Wgmma,
 }
 
 impl ProjectionTile {
     /// Every tile.
-    pub const ALL: [ProjectionTile; 5] = [
+    pub const ALL: [ProjectionTile; 6] = [
         ProjectionTile::Small64,
         ProjectionTile::Large128,
         ProjectionTile::Tf32,
         ProjectionTile::Tf32x3,
         ProjectionTile::Tf32x3Small,
+        ProjectionTile::Tf32x3Wgmma,
     ];
 
     /// Whether the tile rounds operands to TF32.
@@ -111,13 +145,24 @@ impl ProjectionTile {
     pub const fn needs_tensor_cores(self) -> bool {
         matches!(
             self,
-            ProjectionTile::Tf32 | ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small
+            ProjectionTile::Tf32
+                | ProjectionTile::Tf32x3
+                | ProjectionTile::Tf32x3Small
+                | ProjectionTile::Tf32x3Wgmma
         )
     }
 
-    /// Whether the tile is one of the two 3xTF32 tiles (identical bits).
+    /// Whether the tile is one of the 3xTF32 tiles (FP32-accurate tensor-core products).
     pub const fn is_tf32x3(self) -> bool {
-        matches!(self, ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small)
+        matches!(
+            self,
+            ProjectionTile::Tf32x3 | ProjectionTile::Tf32x3Small | ProjectionTile::Tf32x3Wgmma
+        )
+    }
+
+    /// Whether the tile needs Hopper's warpgroup MMA ([`WGMMA_ARCHITECTURES`]).
+    pub const fn needs_wgmma(self) -> bool {
+        matches!(self, ProjectionTile::Tf32x3Wgmma)
     }
 }
 
@@ -129,6 +174,7 @@ impl fmt::Display for ProjectionTile {
             ProjectionTile::Tf32 => "tf32 128x256",
             ProjectionTile::Tf32x3 => "3xtf32 128x128",
             ProjectionTile::Tf32x3Small => "3xtf32 64x128",
+            ProjectionTile::Tf32x3Wgmma => "3xtf32 wgmma 128x128",
         })
     }
 }
@@ -178,7 +224,17 @@ pub fn tf32x3_listed(compute_capability: (u32, u32)) -> bool {
     TF32X3_ARCHITECTURES.contains(&compute_capability)
 }
 
-/// The 3xTF32 tile for `rows` rows ([`TF32X3_LARGE_MIN_ROWS`]).
+/// The 3xTF32 tile on `compute_capability` for `rows` rows: [`ProjectionTile::Tf32x3Wgmma`] at
+/// every row count on [`WGMMA_ARCHITECTURES`], else [`tf32x3_tile_for_rows`].
+pub const fn tf32x3_tile_for(compute_capability: (u32, u32), rows: usize) -> ProjectionTile {
+    if wgmma_available(compute_capability) {
+        ProjectionTile::Tf32x3Wgmma
+    } else {
+        tf32x3_tile_for_rows(rows)
+    }
+}
+
+/// The `mma.sync` 3xTF32 tile for `rows` rows ([`TF32X3_LARGE_MIN_ROWS`]).
 pub const fn tf32x3_tile_for_rows(rows: usize) -> ProjectionTile {
     if rows >= TF32X3_LARGE_MIN_ROWS {
         ProjectionTile::Tf32x3
@@ -261,7 +317,7 @@ pub fn choose_projection_tile(
         ),
         // FP32 mode, or TF32 mode where the TF32 tile is refused: the FP32 projection.
         (_, _) if tf32x3_listed(facts.compute_capability) => {
-            let tile = tf32x3_tile_for_rows(rows);
+            let tile = tf32x3_tile_for(facts.compute_capability, rows);
             (
                 tile,
                 Reason::Tf32x3Listed {
@@ -293,6 +349,12 @@ pub fn choose_projection_tile(
     }
     // Fall back to smaller FP32 tiles, largest first.
     let fallbacks: &[ProjectionTile] = match preferred {
+        ProjectionTile::Tf32x3Wgmma => &[
+            ProjectionTile::Tf32x3,
+            ProjectionTile::Tf32x3Small,
+            ProjectionTile::Large128,
+            ProjectionTile::Small64,
+        ],
         ProjectionTile::Tf32x3 => &[
             ProjectionTile::Tf32x3Small,
             ProjectionTile::Large128,
@@ -349,6 +411,12 @@ pub fn check_forced_projection(
             reason: "no TF32 tensor cores before compute capability 8.0",
         });
     }
+    if tile.needs_wgmma() && !wgmma_available(facts.compute_capability) {
+        return Err(CoreError::ForcedChoice {
+            what: "3xtf32 wgmma projection",
+            reason: "warpgroup MMA (wgmma) exists on compute capability 9.0 only",
+        });
+    }
     if occupancy(facts, resources, tile).blocks_per_sm == 0 {
         return Err(CoreError::ForcedChoice {
             what: "projection tile",
@@ -403,19 +471,32 @@ mod tests {
     fn hopper_runs_3xtf32_in_fp32_mode_in_tiles_by_rows() {
         // TF32X3_ARCHITECTURES = [9.0] (the H200 measurement: 4.2e-7 for the stack, faster than
         // the SIMT tiles at every batch): FP32 mode runs a 3xTF32 tile at every row count, the
-        // 64x128 one below TF32X3_LARGE_MIN_ROWS; TF32 mode keeps the TF32 tile.
+        // 64x128 one below TF32X3_LARGE_MIN_ROWS; TF32 mode keeps the TF32 tile. (9.0 has
+        // warpgroup MMA and runs that tile at every row count; the mma.sync rule by rows is
+        // what a listed architecture without it would run.)
+        for (rows, tile) in [
+            (0, ProjectionTile::Tf32x3Small),
+            (589, ProjectionTile::Tf32x3Small),
+            (8 * 589, ProjectionTile::Tf32x3Small),
+            (TF32X3_LARGE_MIN_ROWS - 1, ProjectionTile::Tf32x3Small),
+            (TF32X3_LARGE_MIN_ROWS, ProjectionTile::Tf32x3),
+            (9 * 589, ProjectionTile::Tf32x3),
+            (589 * 1024, ProjectionTile::Tf32x3),
+        ] {
+            assert_eq!(tf32x3_tile_for_rows(rows), tile, "{rows}");
+            assert_eq!(tf32x3_tile_for((8, 0), rows), tile, "{rows}");
+            assert_eq!(tf32x3_tile_for((10, 0), rows), tile, "{rows}");
+            assert_eq!(
+                tf32x3_tile_for((9, 0), rows),
+                ProjectionTile::Tf32x3Wgmma,
+                "{rows}"
+            );
+        }
         let nominal = KernelResources::nominal();
         for name in ["h200", "h100"] {
             let f = facts(name);
-            for (rows, tile) in [
-                (0, ProjectionTile::Tf32x3Small),
-                (589, ProjectionTile::Tf32x3Small),
-                (8 * 589, ProjectionTile::Tf32x3Small),
-                (TF32X3_LARGE_MIN_ROWS - 1, ProjectionTile::Tf32x3Small),
-                (TF32X3_LARGE_MIN_ROWS, ProjectionTile::Tf32x3),
-                (9 * 589, ProjectionTile::Tf32x3),
-                (589 * 1024, ProjectionTile::Tf32x3),
-            ] {
+            for rows in [0, 589, 8 * 589, 9 * 589, 589 * 1024] {
+                let tile = ProjectionTile::Tf32x3Wgmma;
                 let d = choose_projection_tile(&f, &nominal, rows, MathMode::Fp32).unwrap();
                 assert_eq!(d.choice, tile, "{name} {rows}");
                 assert_eq!(
@@ -497,13 +578,18 @@ mod tests {
                 ..
             }
         ));
-        // FP32 mode on 9.0 prefers the 3xTF32 tiles; where they do not fit, the SIMT ones.
+        // FP32 mode on 9.0 prefers the warpgroup 3xTF32 tile, then the mma.sync ones; where
+        // none fits, the SIMT ones.
         let fp32 = |r: &KernelResources, rows: usize| {
             choose_projection_tile(&h200, r, rows, MathMode::Fp32)
                 .unwrap()
                 .choice
         };
+        assert_eq!(fp32(&nominal, 8192), ProjectionTile::Tf32x3Wgmma);
+        assert_eq!(fp32(&nominal, 589), ProjectionTile::Tf32x3Wgmma);
+        nominal.projection_tf32x3_wgmma.threads = 2048;
         assert_eq!(fp32(&nominal, 8192), ProjectionTile::Tf32x3);
+        assert_eq!(fp32(&nominal, 589), ProjectionTile::Tf32x3);
         nominal.projection_tf32x3.threads = 2048;
         assert_eq!(fp32(&nominal, 8192), ProjectionTile::Tf32x3Small);
         nominal.projection_tf32x3_small.threads = 2048;
@@ -512,7 +598,7 @@ mod tests {
         assert!(matches!(
             d.reason,
             Reason::ProjectionFallback {
-                preferred: ProjectionTile::Tf32x3Small,
+                preferred: ProjectionTile::Tf32x3Wgmma,
                 ..
             }
         ));

@@ -413,6 +413,17 @@ impl fmt::Display for Reason {
                 tile,
                 rows,
                 compute_capability: (major, minor),
+            } if tile.needs_wgmma() => write!(
+                f,
+                "{tile}: FP32-accurate tensor-core products (error within the FP32 budget) at every \
+                 batch on {major}.{minor}, one of TF32X3_ARCHITECTURES and WGMMA_ARCHITECTURES \
+                 (warpgroup MMA: faster than the mma.sync tiles at every row count measured); \
+                 {rows} rows"
+            ),
+            Reason::Tf32x3Listed {
+                tile,
+                rows,
+                compute_capability: (major, minor),
             } => write!(
                 f,
                 "{tile}: FP32-accurate tensor-core products (error within the FP32 budget) at every \

@@ -201,7 +201,9 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
         (MathMode::Tf32, true) => assert_eq!(tile, ProjectionTile::Tf32, "{ctx}"),
         _ if projection::TF32X3_ARCHITECTURES.contains(&facts.compute_capability) => {
             if plan.projection.reason != Reason::ForcedProjection(tile) {
-                let want = if rows >= projection::TF32X3_LARGE_MIN_ROWS {
+                let want = if projection::wgmma_available(facts.compute_capability) {
+                    ProjectionTile::Tf32x3Wgmma
+                } else if rows >= projection::TF32X3_LARGE_MIN_ROWS {
                     ProjectionTile::Tf32x3
                 } else {
                     ProjectionTile::Tf32x3Small
@@ -295,8 +297,8 @@ fn h200_at_batch_32_explains_itself() {
     );
     assert_eq!(p.resident_grid_blocks(), None);
     assert_eq!(p.co_resident_blocks, 132);
-    // The measured 9.0 rule: a 3xTF32 tile at every batch, 128x128 from 5,000 rows.
-    assert_eq!(p.projection.choice, ProjectionTile::Tf32x3);
+    // The measured 9.0 rule: the warpgroup-MMA 3xTF32 tile at every batch.
+    assert_eq!(p.projection.choice, ProjectionTile::Tf32x3Wgmma);
     let lines: Vec<_> = p.explain().iter().map(ToString::to_string).collect();
     assert!(
         lines[0].starts_with(
@@ -321,8 +323,10 @@ fn h200_at_batch_32_explains_itself() {
     );
     assert!(
         lines[3].starts_with(
-            "projection: 3xtf32 128x128: FP32-accurate tensor-core products (error within the \
-             FP32 budget) at every batch on 9.0, one of TF32X3_ARCHITECTURES; 18848 rows"
+            "projection: 3xtf32 wgmma 128x128: FP32-accurate tensor-core products (error within \
+             the FP32 budget) at every batch on 9.0, one of TF32X3_ARCHITECTURES and \
+             WGMMA_ARCHITECTURES (warpgroup MMA: faster than the mma.sync tiles at every row \
+             count measured); 18848 rows"
         ),
         "{}",
         lines[3]
