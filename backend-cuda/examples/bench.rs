@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p bilstm-cuda --example bench -- --batches 1,32,256
 //!     [--kinds auto,wide,tiled,resident,cluster,cluster2,cluster4,cluster2w2,cluster2w8,...]
-//!     [--tiles auto,small,large,tf32,3xtf32,3xtf32s,3xtf32wg] [--maths fp32,tf32]
+//!     [--tiles auto,small,large,tf32,3xtf32,3xtf32s,3xtf32wg,tf32wg] [--maths fp32,tf32]
 //!     [--frames 589] [--iters 30] [--warmup 3] [--case-ms 1500] [--no-graph] [--host] [--phases]
 //! ```
 //!
@@ -103,6 +103,7 @@ fn parse_from(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                     "3xtf32" => Some(Some(ProjectionTile::Tf32x3)),
                     "3xtf32s" => Some(Some(ProjectionTile::Tf32x3Small)),
                     "3xtf32wg" => Some(Some(ProjectionTile::Tf32x3Wgmma)),
+                    "tf32wg" => Some(Some(ProjectionTile::Tf32Wgmma)),
                     _ => None,
                 })?
             }
@@ -171,6 +172,7 @@ fn tile_name(t: Option<ProjectionTile>) -> &'static str {
         Some(ProjectionTile::Tf32x3) => "3xtf32",
         Some(ProjectionTile::Tf32x3Small) => "3xtf32s",
         Some(ProjectionTile::Tf32x3Wgmma) => "3xtf32wg",
+        Some(ProjectionTile::Tf32Wgmma) => "tf32wg",
     }
 }
 

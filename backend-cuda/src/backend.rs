@@ -505,6 +505,7 @@ fn real_resources(k: &Kernels) -> Option<plan::KernelResources> {
         projection_tf32x3: usage(KernelId::ProjectionTf32x3)?,
         projection_tf32x3_small: usage(KernelId::ProjectionTf32x3Small)?,
         projection_tf32x3_wgmma: usage(KernelId::ProjectionTf32x3Wgmma)?,
+        projection_tf32_wgmma: usage(KernelId::ProjectionTf32Wgmma)?,
         cluster2: usage(KernelId::RecurrenceCluster2)?,
         cluster4: usage(KernelId::RecurrenceCluster4)?,
         // The two-window 2-CTA kernel shares the 2-CTA capacity: the smaller of the two figures.

@@ -150,6 +150,7 @@ impl CudaBackend {
             ProjectionTile::Tf32x3 => KernelId::ProjectionTf32x3,
             ProjectionTile::Tf32x3Small => KernelId::ProjectionTf32x3Small,
             ProjectionTile::Tf32x3Wgmma => KernelId::ProjectionTf32x3Wgmma,
+            ProjectionTile::Tf32Wgmma => KernelId::ProjectionTf32Wgmma,
         })?;
         let weights = span(&b.weights, main);
         let proj = span(&b.proj, main);
@@ -205,14 +206,15 @@ impl CudaBackend {
                     .offset(at, 4)
                     .ok_or_else(|| missing("a tensor inside the buffer"))
             };
-            // The TF32 kernel reads the gate-major TF32-rounded weights, the warpgroup 3xTF32
-            // one their swizzled split image, the mma.sync 3xTF32 ones the K-major weights split
-            // into high parts and remainders, the FP32 SIMT ones the K-major FP32 weights.
+            // The warpgroup kernels read the swizzled split image (the TF32 one its high parts),
+            // the mma.sync TF32 kernel the gate-major TF32-rounded weights, the mma.sync 3xTF32
+            // ones the K-major weights split into high parts and remainders, the FP32 SIMT ones
+            // the K-major FP32 weights.
             let weights_of = |d: usize| {
-                piece(if tile.is_tf32() {
-                    offsets[d].input_tf32
-                } else if tile.needs_wgmma() {
+                piece(if tile.needs_wgmma() {
                     offsets[d].input_x3_wgmma
+                } else if tile.is_tf32() {
+                    offsets[d].input_tf32
                 } else if tile.is_tf32x3() {
                     offsets[d].input_x3
                 } else {
@@ -229,9 +231,9 @@ impl CudaBackend {
             };
             self.phases.layer_start(layer, main)?;
             let cc = self.device.info.facts.compute_capability;
-            if tile.is_tf32() {
+            if tile.is_tf32() && !tile.needs_wgmma() {
                 launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
-            } else if tile.is_tf32x3() {
+            } else if tile.is_tf32x3() || tile.needs_wgmma() {
                 launch::projection_tf32x3::launch(proj_fn, main, cc, tile, &args)?;
             } else {
                 launch::projection::launch(proj_fn, main, tile, &args)?;

@@ -1,6 +1,7 @@
-//! GPU: the TF32 tensor-core projection (`ProjectionTile::Tf32`, `MathMode::Tf32`) against the
-//! f64 reference (budget `gpu_budget(MathMode::Tf32)`, 1.1 x cuDNN TF32's error), run to run,
-//! and against the FP32 projection of the same backend. `small_tf32_pass_for_sanitizers` is the
+//! GPU: the TF32 tensor-core projections (`ProjectionTile::Tf32`, and on 9.0 the warpgroup one,
+//! `ProjectionTile::Tf32Wgmma`, `MathMode::Tf32`) against the f64 reference (budget
+//! `gpu_budget(MathMode::Tf32)`, 1.1 x cuDNN TF32's error), run to run, and against the FP32
+//! projection of the same backend. `small_tf32_pass_for_sanitizers` is the
 //! pass `scripts/gpu-run.sh` runs under compute-sanitizer.
 
 // Test helpers: a failed expectation is a failed test.
@@ -25,9 +26,18 @@ fn tf32_budget() -> f64 {
     gpu_budget(MathMode::Tf32)
 }
 
-/// A backend in `MathMode::Tf32` with the TF32 projection tile forced, and the wide recurrence
+/// The TF32 tiles this GPU runs: the mma.sync one, and the warpgroup one on 9.0.
+fn tf32_tiles() -> Vec<ProjectionTile> {
+    let mut tiles = vec![ProjectionTile::Tf32];
+    if bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability) {
+        tiles.push(ProjectionTile::Tf32Wgmma);
+    }
+    tiles
+}
+
+/// A backend in `MathMode::Tf32` with the TF32 projection `tile` forced, and the wide recurrence
 /// (validated on the H200 since part 1) so that these tests measure the projection alone.
-fn prepared_tf32(stack: &OwnedStack, max_batch: usize) -> CudaBackend {
+fn prepared_tf32(stack: &OwnedStack, max_batch: usize, tile: ProjectionTile) -> CudaBackend {
     let mut b = gpu();
     let config = BackendConfig {
         shape: stack.shape,
@@ -38,140 +48,152 @@ fn prepared_tf32(stack: &OwnedStack, max_batch: usize) -> CudaBackend {
         .unwrap_or_else(|e| panic!("prepare: {e}"));
     b.set_overrides(Overrides {
         recurrence: Some(RecurrenceKind::Wide),
-        projection: Some(ProjectionTile::Tf32),
+        projection: Some(tile),
         ..Overrides::default()
     })
-    .unwrap_or_else(|e| panic!("forcing the TF32 tile: {e}"));
+    .unwrap_or_else(|e| panic!("forcing the TF32 tile {tile}: {e}"));
     b
 }
 
-fn assert_ran_tf32(b: &CudaBackend) {
+fn assert_ran_tf32(b: &CudaBackend, tile: ProjectionTile) {
     let s = b.last_forward().expect("summary");
-    assert_eq!(s.projection_tile, ProjectionTile::Tf32);
+    assert_eq!(s.projection_tile, tile);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_matches_the_f64_reference_at_589_frames() {
-    let shape = StackShape::pyannote();
-    let st = stack(&shape);
-    let batches = [1, 8, 33];
-    let mut b = prepared_tf32(&st, 33);
-    let want_all = cached_reference(&shape, 33);
-    let out_w = shape.frames * shape.output_width();
-    eprintln!(
-        "{}; seed {} (BILSTM_SEED overrides), TF32 budget {:.3e}",
-        b.describe(),
-        seed(),
-        tf32_budget()
-    );
-    let mut worst = 0.0f64;
-    for batch in batches {
-        let input = random_input(&shape, batch, INPUT_SEED);
-        let got = run(&mut b, &shape, &input, batch);
-        assert_ran_tf32(&b);
-        let (rel, max_abs) = errors(&got, &want_all[..batch * out_w]);
-        eprintln!("tf32 batch {batch:>2}: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
-        assert!(
-            rel <= tf32_budget(),
-            "batch {batch}: relative L2 {rel:.3e} over the TF32 budget {:.3e}",
+    for tile in tf32_tiles() {
+        let shape = StackShape::pyannote();
+        let st = stack(&shape);
+        let batches = [1, 8, 33];
+        let mut b = prepared_tf32(&st, 33, tile);
+        let want_all = cached_reference(&shape, 33);
+        let out_w = shape.frames * shape.output_width();
+        eprintln!(
+            "{}; seed {} (BILSTM_SEED overrides), TF32 budget {:.3e}",
+            b.describe(),
+            seed(),
             tf32_budget()
         );
-        worst = worst.max(rel);
+        let mut worst = 0.0f64;
+        for batch in batches {
+            let input = random_input(&shape, batch, INPUT_SEED);
+            let got = run(&mut b, &shape, &input, batch);
+            assert_ran_tf32(&b, tile);
+            let (rel, max_abs) = errors(&got, &want_all[..batch * out_w]);
+            eprintln!("{tile} batch {batch:>2}: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+            assert!(
+                rel <= tf32_budget(),
+                "batch {batch}: relative L2 {rel:.3e} over the TF32 budget {:.3e}",
+                tf32_budget()
+            );
+            worst = worst.max(rel);
+        }
+        // For scale: the FP32 projection in the same backend on the largest batch.
+        b.set_projection_tile(Some(ProjectionTile::Large128));
+        let input = random_input(&shape, 33, INPUT_SEED);
+        let fp32 = run(&mut b, &shape, &input, 33);
+        let (rel32, _) = errors(&fp32, &want_all[..33 * out_w]);
+        eprintln!(
+            "worst tf32 rel L2 {worst:.3e}; fp32 128x128 tile at batch 33: rel L2 {rel32:.3e}"
+        );
     }
-    // For scale: the FP32 projection in the same backend on the largest batch.
-    b.set_projection_tile(Some(ProjectionTile::Large128));
-    let input = random_input(&shape, 33, INPUT_SEED);
-    let fp32 = run(&mut b, &shape, &input, 33);
-    let (rel32, _) = errors(&fp32, &want_all[..33 * out_w]);
-    eprintln!("worst tf32 rel L2 {worst:.3e}; fp32 128x128 tile at batch 33: rel L2 {rel32:.3e}");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_runs_are_bitwise_identical() {
-    let shape = StackShape::pyannote();
-    let st = stack(&shape);
-    // 9 * 589 = 5301 rows: a partial last row tile (5301 = 41 * 128 + 53).
-    let batch = 9;
-    let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared_tf32(&st, batch);
-    let first = run(&mut b, &shape, &input, batch);
-    for round in 0..3u64 {
-        b.scribble_workspaces(0xD1A7 + round).expect("scribble");
-        let again = run(&mut b, &shape, &input, batch);
-        assert_same_bits(&first, &again, &format!("tf32 run {}", round + 2));
+    for tile in tf32_tiles() {
+        let shape = StackShape::pyannote();
+        let st = stack(&shape);
+        // 9 * 589 = 5301 rows: a partial last row tile (5301 = 41 * 128 + 53).
+        let batch = 9;
+        let input = random_input(&shape, batch, INPUT_SEED);
+        let mut b = prepared_tf32(&st, batch, tile);
+        let first = run(&mut b, &shape, &input, batch);
+        for round in 0..3u64 {
+            b.scribble_workspaces(0xD1A7 + round).expect("scribble");
+            let again = run(&mut b, &shape, &input, batch);
+            assert_same_bits(&first, &again, &format!("{tile} run {}", round + 2));
+        }
+        eprintln!("{tile} batch {batch}: 4 runs (3 after dirty workspaces) bitwise identical");
     }
-    eprintln!("tf32 batch {batch}: 4 runs (3 after dirty workspaces) bitwise identical");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_window_bits_do_not_depend_on_the_batch() {
-    let shape = StackShape::pyannote().with_frames(64);
-    let st = stack(&shape);
-    let big = 33;
-    let input = random_input(&shape, big, INPUT_SEED);
-    let mut b = prepared_tf32(&st, big);
-    let all = run(&mut b, &shape, &input, big);
-    let in_w = shape.frames * shape.features;
-    let out_w = shape.frames * shape.output_width();
-    // Window 5 alone and inside batches of other sizes sits at other rows of the row tiles.
-    for (batch, first_window) in [(1, 5), (3, 4), (9, 0)] {
-        let part = &input[first_window * in_w..(first_window + batch) * in_w];
-        let got = run(&mut b, &shape, part, batch);
-        assert_same_bits(
-            &got,
-            &all[first_window * out_w..(first_window + batch) * out_w],
-            &format!("windows {first_window}.. alone (batch {batch}) vs inside batch {big}"),
-        );
+    for tile in tf32_tiles() {
+        let shape = StackShape::pyannote().with_frames(64);
+        let st = stack(&shape);
+        let big = 33;
+        let input = random_input(&shape, big, INPUT_SEED);
+        let mut b = prepared_tf32(&st, big, tile);
+        let all = run(&mut b, &shape, &input, big);
+        let in_w = shape.frames * shape.features;
+        let out_w = shape.frames * shape.output_width();
+        // Window 5 alone and inside batches of other sizes sits at other rows of the row tiles.
+        for (batch, first_window) in [(1, 5), (3, 4), (9, 0)] {
+            let part = &input[first_window * in_w..(first_window + batch) * in_w];
+            let got = run(&mut b, &shape, part, batch);
+            assert_same_bits(
+                &got,
+                &all[first_window * out_w..(first_window + batch) * out_w],
+                &format!("windows {first_window}.. alone (batch {batch}) vs inside batch {big}"),
+            );
+        }
+        eprintln!("tf32: window bits independent of batch and row-tile position");
     }
-    eprintln!("tf32: window bits independent of batch and row-tile position");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_and_fp32_projections_agree_within_tf32_tolerance() {
-    let shape = StackShape::pyannote();
-    let st = stack(&shape);
-    let batch = 8;
-    let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared_tf32(&st, batch);
-    let tf32 = run(&mut b, &shape, &input, batch);
-    b.set_projection_tile(Some(ProjectionTile::Large128));
-    let fp32 = run(&mut b, &shape, &input, batch);
-    let fp32_64: Vec<f64> = fp32.iter().map(|&v| f64::from(v)).collect();
-    let rel = relative_l2(&tf32, &fp32_64);
-    eprintln!("batch {batch}: tf32 vs fp32 projection (whole stack) rel L2 {rel:.3e}");
-    assert!(
-        first_difference(&tf32, &fp32).is_some(),
-        "TF32 and FP32 gave the same bits: did the TF32 kernel run?"
-    );
-    assert!(rel <= tf32_budget(), "rel L2 {rel:.3e}");
+    for tile in tf32_tiles() {
+        let shape = StackShape::pyannote();
+        let st = stack(&shape);
+        let batch = 8;
+        let input = random_input(&shape, batch, INPUT_SEED);
+        let mut b = prepared_tf32(&st, batch, tile);
+        let tf32 = run(&mut b, &shape, &input, batch);
+        b.set_projection_tile(Some(ProjectionTile::Large128));
+        let fp32 = run(&mut b, &shape, &input, batch);
+        let fp32_64: Vec<f64> = fp32.iter().map(|&v| f64::from(v)).collect();
+        let rel = relative_l2(&tf32, &fp32_64);
+        eprintln!("batch {batch}: tf32 vs fp32 projection (whole stack) rel L2 {rel:.3e}");
+        assert!(
+            first_difference(&tf32, &fp32).is_some(),
+            "TF32 and FP32 gave the same bits: did the TF32 kernel run?"
+        );
+        assert!(rel <= tf32_budget(), "rel L2 {rel:.3e}");
+    }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_short_frames_and_odd_feature_counts() {
-    // Frames 1 and 17 (a single partial row tile); 61 features take the kernel's 4-byte copy
-    // path (rows of x not 16-byte aligned) and a partial last K chunk.
-    for (features, frames) in [(60, 1), (60, 17), (61, 17), (1, 5)] {
-        let shape = StackShape {
-            features,
-            ..StackShape::pyannote().with_frames(frames)
-        };
-        let st = OwnedStack::random(&shape, seed(), 0.3);
-        let mut b = prepared_tf32(&st, 3);
-        for batch in [1, 3] {
-            let input = random_input(&shape, batch, INPUT_SEED);
-            let got = run(&mut b, &shape, &input, batch);
-            assert_ran_tf32(&b);
-            let want = reference(&st, &input, batch);
-            let (rel, max_abs) = errors(&got, &want);
-            eprintln!(
-                "tf32 features {features}, frames {frames:>2}, batch {batch}: rel L2 {rel:.3e}, max abs {max_abs:.3e}"
-            );
-            assert!(rel <= tf32_budget(), "rel L2 {rel:.3e}");
+    for tile in tf32_tiles() {
+        // Frames 1 and 17 (a single partial row tile); 61 features take the kernel's 4-byte copy
+        // path (rows of x not 16-byte aligned) and a partial last K chunk.
+        for (features, frames) in [(60, 1), (60, 17), (61, 17), (1, 5)] {
+            let shape = StackShape {
+                features,
+                ..StackShape::pyannote().with_frames(frames)
+            };
+            let st = OwnedStack::random(&shape, seed(), 0.3);
+            let mut b = prepared_tf32(&st, 3, tile);
+            for batch in [1, 3] {
+                let input = random_input(&shape, batch, INPUT_SEED);
+                let got = run(&mut b, &shape, &input, batch);
+                assert_ran_tf32(&b, tile);
+                let want = reference(&st, &input, batch);
+                let (rel, max_abs) = errors(&got, &want);
+                eprintln!(
+                    "tf32 features {features}, frames {frames:>2}, batch {batch}: rel L2 {rel:.3e}, max abs {max_abs:.3e}"
+                );
+                assert!(rel <= tf32_budget(), "rel L2 {rel:.3e}");
+            }
         }
     }
 }
@@ -206,15 +228,17 @@ fn forcing_tf32_in_fp32_mode_is_refused() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_tf32_pass_for_sanitizers() {
-    let shape = StackShape::pyannote().with_frames(17);
-    let st = stack(&shape);
-    let batch = 2;
-    let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared_tf32(&st, batch);
-    let got = run(&mut b, &shape, &input, batch);
-    assert_ran_tf32(&b);
-    let want = reference(&st, &input, batch);
-    let (rel, max_abs) = errors(&got, &want);
-    eprintln!("tf32 batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
-    assert!(rel <= tf32_budget());
+    for tile in tf32_tiles() {
+        let shape = StackShape::pyannote().with_frames(17);
+        let st = stack(&shape);
+        let batch = 2;
+        let input = random_input(&shape, batch, INPUT_SEED);
+        let mut b = prepared_tf32(&st, batch, tile);
+        let got = run(&mut b, &shape, &input, batch);
+        assert_ran_tf32(&b, tile);
+        let want = reference(&st, &input, batch);
+        let (rel, max_abs) = errors(&got, &want);
+        eprintln!("{tile} batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+        assert!(rel <= tf32_budget());
+    }
 }

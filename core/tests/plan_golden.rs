@@ -202,7 +202,8 @@ fn golden_projection_tiles_at_batch_32() {
     // where the warpgroup-MMA 3xTF32 tile runs (TF32X3_ARCHITECTURES and WGMMA_ARCHITECTURES;
     // H200, 2026-12-01, session 7: 1.97 vs the mma.sync 3xTF32 tile's 2.24 ms at batch 32,
     // error 8.5e-7 against f64, FP32 budget 2e-6). TF32
-    // mode: the tensor-core tile except on 7.5 (no TF32), 8.9 and 12.0 (upstream lost accuracy).
+    // mode: the tensor-core tile except on 7.5 (no TF32), 8.9 and 12.0 (upstream lost accuracy); on
+    // 9.0 its warpgroup-MMA twin.
     let shape = StackShape::pyannote();
     for entry in table::all() {
         let fp32 = plan::select(
@@ -230,6 +231,8 @@ fn golden_projection_tiles_at_batch_32() {
             "t4" | "l4" | "rtx4060ti" | "rtx4090" | "rtx5060ti" | "rtx5090" => {
                 ProjectionTile::Large128
             }
+            // 9.0: the TF32 tile on warpgroup MMA (WGMMA_ARCHITECTURES).
+            "h100" | "h200" => ProjectionTile::Tf32Wgmma,
             _ => ProjectionTile::Tf32,
         };
         assert_eq!(tf32.projection.choice, want, "{}", entry.name);

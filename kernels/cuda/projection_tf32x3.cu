@@ -14,8 +14,9 @@
 //   BILSTM_PROJ_TF32X3_WARP_ROWS x BILSTM_PROJ_TF32X3_WARP_COLS, weight rows of B_ROW_FLOATS =
 //   BILSTM_PROJ_TF32X3_B_ROW_FLOATS, SHARED = BILSTM_PROJ_TF32X3_SHARED_BYTES) and
 //   bilstm_projection_tf32x3_small (the same from the defines named _SMALL_ below); and
-//   bilstm_projection_tf32x3_wgmma, compute capability 9.0 only, whose own contract (grid,
-//   weight image, numerics) is at its definition below.
+//   bilstm_projection_tf32x3_wgmma and its TF32 twin bilstm_projection_tf32_wgmma (MathMode::Tf32),
+//   compute capability 9.0 only, whose own contract (grid, weight image, numerics) is at their
+//   definition below.
 //   Not cooperative. Need compute capability 8.0 or later (mma.sync TF32, cp.async); compiled for
 //   an older architecture each entry is a trap, so the host never launches them there.
 // - Grid: (ceil(rows / TILE_ROWS), BILSTM_GATE_ROWS / TILE_COLS, 2): x tiles rows, y tiles gate
@@ -377,6 +378,10 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 //   not finite), then hi(x) * hi(W). The same instruction sequence runs for every row, so a
 //   window's bits never depend on the batch; they differ from the mma.sync entries' (which add
 //   every k-step) and only this entry runs FP32 projections on 9.0 (bilstm_core's plan).
+// - bilstm_projection_tf32_wgmma (TF32 mode on 9.0; same grid, block, shared bytes, parameters
+//   and weight image, of which it reads the high parts only): gates = sum over k of tf32(x) *
+//   tf32(W), every k-step's product chained into one tensor-core accumulator from 0 in ascending
+//   k (the TF32 tile's numerics; its own bits).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A shared-memory matrix descriptor for wgmma: K-major operand in the 128-byte swizzle of
@@ -446,10 +451,15 @@ static_assert(BL_WG_ROWS * (BL_WG_KT / 4) % BILSTM_BLOCK_THREADS == 0, "A chunks
 static_assert(2 * BL_WG_B_FLOATS / 4 % BILSTM_BLOCK_THREADS == 0, "B chunks evenly");
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
-    bilstm_projection_tf32x3_wgmma(const bl_projection_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    extern __shared__ __align__(1024) float bl_wg_shared[];
+// The body of both warpgroup entries: PRODUCTS = 3 is the 3xTF32 projection (the numerics of
+// this entry's contract above); PRODUCTS = 1 the TF32 one (bilstm_projection_tf32_wgmma): A is
+// tf32(x) (bl_tf32_rne, ties to even, as the TF32 tile), B the image's high parts (the TF32
+// rounding of the weights, as the TF32 tile's), every k-step's product chained into the one
+// accumulator in ascending k (no remainders, no FP32 adds), as the TF32 tile does.
+template <int PRODUCTS>
+__device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& p, float* bl_wg_shared) {
+    static_assert(PRODUCTS == 1 || PRODUCTS == 3, "TF32 or 3xTF32");
     const int tid = threadIdx.x;
     const int lane = tid % BILSTM_WARP_THREADS;
     const int warp = tid / BILSTM_WARP_THREADS;
@@ -545,6 +555,15 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             // carries 8c + 2 pair + 1 (the weight image's slot order), one 64-bit load a row.
             const float2 upper = *reinterpret_cast<const float2*>(a_s + group * BL_WG_LDA + 8 * c + 2 * pair);
             const float2 lower = *reinterpret_cast<const float2*>(a_s + (group + 8) * BL_WG_LDA + 8 * c + 2 * pair);
+            const bl_u64 w_hi = bl_wg_desc_sw128(b_hi + (bl_u32)(c * BL_X3_MMA_K * 4));
+            if (PRODUCTS == 1) {
+                const bl_u32 a_tf32[4] = {__float_as_uint(bl_tf32_rne(upper.x)), __float_as_uint(bl_tf32_rne(lower.x)),
+                                          __float_as_uint(bl_tf32_rne(upper.y)), __float_as_uint(bl_tf32_rne(lower.y))};
+                bl_wg_fence();
+                bl_wgmma_tf32(acc, a_tf32, w_hi, 1u);
+                bl_wg_commit();
+                continue;
+            }
             bl_u32 a_hi[4];
             bl_u32 a_lo[4];
             bl_u32 a_fin[4];
@@ -556,7 +575,6 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             for (int q = 0; q < 4; ++q) {
                 a_fin[q] = bl_tf32_finite_or_zero(a_hi[q]);
             }
-            const bl_u64 w_hi = bl_wg_desc_sw128(b_hi + (bl_u32)(c * BL_X3_MMA_K * 4));
             const bl_u64 w_lo = bl_wg_desc_sw128(b_lo + (bl_u32)(c * BL_X3_MMA_K * 4));
             bl_wg_fence();
             bl_wgmma_tf32(tile, a_lo, w_hi, c == 0 ? 0u : 1u);
@@ -564,10 +582,14 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             bl_wgmma_tf32(tile, a_hi, w_hi, 1u);
             bl_wg_commit();
         }
+        // Every product of this stage is done before the stage is refilled (and, for 3xTF32,
+        // before its sum is read).
         bl_wg_wait_all();
+        if (PRODUCTS == 3) {
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
-            acc[i] = __fadd_rn(acc[i], tile[i]);
+            for (int i = 0; i < 64; ++i) {
+                acc[i] = __fadd_rn(acc[i], tile[i]);
+            }
         }
     }
     bl_cp_async_wait<0>();
@@ -584,8 +606,27 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             *reinterpret_cast<float2*>(o + 8 * BILSTM_GATE_ROWS + 8 * j) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
         }
     }
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
+    bilstm_projection_tf32x3_wgmma(const bl_projection_params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) float bl_wg_shared[];
+    bl_projection_wgmma<3>(p, bl_wg_shared);
 #else
     // Not compiled for sm_90a: the host never launches this entry here (launch contract).
+    (void)p;
+    asm volatile("trap;");
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
+    bilstm_projection_tf32_wgmma(const bl_projection_params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) float bl_wg_shared[];
+    bl_projection_wgmma<1>(p, bl_wg_shared);
+#else
     (void)p;
     asm volatile("trap;");
 #endif

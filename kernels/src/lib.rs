@@ -80,10 +80,13 @@ pub enum KernelId {
     /// `bilstm_projection_tf32x3_wgmma` (`projection_tf32x3.cu`): the 3xTF32 projection on
     /// warpgroup MMA (compute capability 9.0).
     ProjectionTf32x3Wgmma,
+    /// `bilstm_projection_tf32_wgmma` (`projection_tf32x3.cu`): the TF32 projection on warpgroup
+    /// MMA (compute capability 9.0, `MathMode::Tf32`).
+    ProjectionTf32Wgmma,
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 16] = [
+pub const ALL: [KernelId; 17] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -100,6 +103,7 @@ pub const ALL: [KernelId; 16] = [
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
     KernelId::ProjectionTf32x3Wgmma,
+    KernelId::ProjectionTf32Wgmma,
 ];
 
 /// A kernel: its entry point, its source file and how it is launched.
@@ -442,6 +446,19 @@ pub const PROJECTION_TF32X3_WGMMA: Kernel = Kernel {
     dynamic_shared_bytes: geometry::PROJ_WG_SHARED_BYTES as u32,
 };
 
+/// `bilstm_projection_tf32_wgmma`: [`PROJECTION_TF32X3_WGMMA`]'s TF32 twin for `MathMode::Tf32`
+/// (one product a k-step, tf32(x) times the image's high parts, chained in the tensor cores);
+/// the same grid, block, shared bytes, parameters and weight image (high parts read only).
+pub const PROJECTION_TF32_WGMMA: Kernel = Kernel {
+    id: KernelId::ProjectionTf32Wgmma,
+    entry: "bilstm_projection_tf32_wgmma",
+    source_name: "projection_tf32x3.cu",
+    source: PROJECTION_TF32X3_SOURCE,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: geometry::PROJ_WG_SHARED_BYTES as u32,
+};
+
 impl KernelId {
     /// The kernel's description.
     pub const fn kernel(self) -> &'static Kernel {
@@ -462,6 +479,7 @@ impl KernelId {
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
             KernelId::ProjectionTf32x3Wgmma => &PROJECTION_TF32X3_WGMMA,
+            KernelId::ProjectionTf32Wgmma => &PROJECTION_TF32_WGMMA,
         }
     }
 
@@ -484,6 +502,7 @@ impl KernelId {
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",
             KernelId::ProjectionTf32x3Wgmma => "projection_tf32x3_wgmma",
+            KernelId::ProjectionTf32Wgmma => "projection_tf32_wgmma",
         }
     }
 }

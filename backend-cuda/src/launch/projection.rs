@@ -20,7 +20,8 @@ pub(crate) const fn fp32_tile(tile: ProjectionTile) -> Option<(usize, &'static s
         ProjectionTile::Tf32
         | ProjectionTile::Tf32x3
         | ProjectionTile::Tf32x3Small
-        | ProjectionTile::Tf32x3Wgmma => None,
+        | ProjectionTile::Tf32x3Wgmma
+        | ProjectionTile::Tf32Wgmma => None,
     }
 }
 

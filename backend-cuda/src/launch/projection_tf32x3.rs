@@ -41,6 +41,12 @@ pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel
             PROJ_WG_TILE_ROWS,
             PROJ_WG_TILE_COLS,
         )),
+        // The TF32 twin: the same launch, the same weight image (its high parts).
+        ProjectionTile::Tf32Wgmma => Some((
+            &bilstm_kernels::PROJECTION_TF32_WGMMA,
+            PROJ_WG_TILE_ROWS,
+            PROJ_WG_TILE_COLS,
+        )),
         _ => None,
     }
 }
@@ -258,12 +264,19 @@ mod tests {
             w.len = bilstm_core::layout::wgmma_image_len(40, GATE_ROWS);
         }
         assert!(check((9, 0), wg, &a).is_ok());
+        // The TF32 twin: the same launch under its own entry.
+        let (entry, _, cfg2) = check((9, 0), ProjectionTile::Tf32Wgmma, &args(589, 64)).unwrap();
+        assert_eq!(entry, "bilstm_projection_tf32_wgmma");
+        assert_eq!(cfg2.grid_dim, cfg.grid_dim);
+        assert_eq!(cfg2.shared_mem_bytes, cfg.shared_mem_bytes);
         // No wgmma before or after Hopper.
         for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
-            assert!(matches!(
-                check(cc, wg, &args(589, 64)),
-                Err(CudaError::Unsupported { .. })
-            ));
+            for tile in [wg, ProjectionTile::Tf32Wgmma] {
+                assert!(matches!(
+                    check(cc, tile, &args(589, 64)),
+                    Err(CudaError::Unsupported { .. })
+                ));
+            }
         }
     }
 

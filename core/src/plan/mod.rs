@@ -165,6 +165,8 @@ pub struct KernelResources {
     pub projection_tf32x3_small: KernelUsage,
     /// The 3xTF32 (FP32-accurate) 128x128 projection on warpgroup MMA (9.0).
     pub projection_tf32x3_wgmma: KernelUsage,
+    /// The TF32 128x128 projection on warpgroup MMA (9.0).
+    pub projection_tf32_wgmma: KernelUsage,
     /// The cluster recurrence with 2-CTA clusters (one CTA's usage).
     pub cluster2: KernelUsage,
     /// The cluster recurrence with 4-CTA clusters (one CTA's usage).
@@ -187,9 +189,9 @@ pub struct KernelResources {
 /// [`CLUSTER_TILE_SHARED_BYTES`] of dynamic shared memory anyway.
 pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [105, 120, 181];
 
-/// Registers per thread of the warpgroup-MMA 3xTF32 projection
-/// (`bilstm_projection_tf32x3_wgmma`, ptxas 13.0 for sm_90a, 2026-12-01): one 256-thread block
-/// per SM, which its [`PROJ_WG_SHARED_BYTES`] allow anyway.
+/// Registers per thread of the warpgroup-MMA projections (`bilstm_projection_tf32x3_wgmma`,
+/// ptxas 13.0 for sm_90a, 2026-12-01: 250; its TF32 twin uses fewer): one 256-thread block per
+/// SM, which their [`PROJ_WG_SHARED_BYTES`] allow anyway.
 pub const PROJ_WG_REGISTERS: u32 = 250;
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
@@ -294,6 +296,7 @@ impl KernelResources {
                 0,
                 PROJ_WG_SHARED_BYTES,
             ),
+            projection_tf32_wgmma: usage(BLOCK_THREADS, PROJ_WG_REGISTERS, 0, PROJ_WG_SHARED_BYTES),
             cluster2: usage(
                 CLUSTER_THREADS,
                 CLUSTER2_REGISTERS,
@@ -397,6 +400,7 @@ impl KernelResources {
             ProjectionTile::Tf32x3 => &self.projection_tf32x3,
             ProjectionTile::Tf32x3Small => &self.projection_tf32x3_small,
             ProjectionTile::Tf32x3Wgmma => &self.projection_tf32x3_wgmma,
+            ProjectionTile::Tf32Wgmma => &self.projection_tf32_wgmma,
         }
     }
 }

@@ -123,22 +123,27 @@ pub enum ProjectionTile {
     /// 128x128 output tiles; one FP32 add per K tile of 32 instead of per k-step of 8, so its
     /// bits differ from the `mma.sync` 3xTF32 tiles'.
     Tf32x3Wgmma,
+    /// TF32 on Hopper's warpgroup MMA ([`WGMMA_ARCHITECTURES`] only), 128x128 output tiles, one
+    /// product per k-step chained in the tensor cores (the [`ProjectionTile::Tf32`] numerics,
+    /// its own bits); [`MathMode::Tf32`] only.
+    Tf32Wgmma,
 }
 
 impl ProjectionTile {
     /// Every tile.
-    pub const ALL: [ProjectionTile; 6] = [
+    pub const ALL: [ProjectionTile; 7] = [
         ProjectionTile::Small64,
         ProjectionTile::Large128,
         ProjectionTile::Tf32,
         ProjectionTile::Tf32x3,
         ProjectionTile::Tf32x3Small,
         ProjectionTile::Tf32x3Wgmma,
+        ProjectionTile::Tf32Wgmma,
     ];
 
     /// Whether the tile rounds operands to TF32.
     pub const fn is_tf32(self) -> bool {
-        matches!(self, ProjectionTile::Tf32)
+        matches!(self, ProjectionTile::Tf32 | ProjectionTile::Tf32Wgmma)
     }
 
     /// Whether the tile runs on tensor cores (compute capability 8.0 or later).
@@ -149,6 +154,7 @@ impl ProjectionTile {
                 | ProjectionTile::Tf32x3
                 | ProjectionTile::Tf32x3Small
                 | ProjectionTile::Tf32x3Wgmma
+                | ProjectionTile::Tf32Wgmma
         )
     }
 
@@ -162,7 +168,10 @@ impl ProjectionTile {
 
     /// Whether the tile needs Hopper's warpgroup MMA ([`WGMMA_ARCHITECTURES`]).
     pub const fn needs_wgmma(self) -> bool {
-        matches!(self, ProjectionTile::Tf32x3Wgmma)
+        matches!(
+            self,
+            ProjectionTile::Tf32x3Wgmma | ProjectionTile::Tf32Wgmma
+        )
     }
 }
 
@@ -175,6 +184,7 @@ impl fmt::Display for ProjectionTile {
             ProjectionTile::Tf32x3 => "3xtf32 128x128",
             ProjectionTile::Tf32x3Small => "3xtf32 64x128",
             ProjectionTile::Tf32x3Wgmma => "3xtf32 wgmma 128x128",
+            ProjectionTile::Tf32Wgmma => "tf32 wgmma 128x128",
         })
     }
 }
@@ -310,7 +320,11 @@ pub fn choose_projection_tile(
     let by_rows = fp32_tile_for(facts.compute_capability, rows);
     let (preferred, reason) = match (math, tf32_allowed(facts.compute_capability)) {
         (MathMode::Tf32, Ok(())) => (
-            ProjectionTile::Tf32,
+            if wgmma_available(facts.compute_capability) {
+                ProjectionTile::Tf32Wgmma
+            } else {
+                ProjectionTile::Tf32
+            },
             Reason::Tf32Allowed {
                 compute_capability: facts.compute_capability,
             },
@@ -352,6 +366,11 @@ pub fn choose_projection_tile(
         ProjectionTile::Tf32x3Wgmma => &[
             ProjectionTile::Tf32x3,
             ProjectionTile::Tf32x3Small,
+            ProjectionTile::Large128,
+            ProjectionTile::Small64,
+        ],
+        ProjectionTile::Tf32Wgmma => &[
+            ProjectionTile::Tf32,
             ProjectionTile::Large128,
             ProjectionTile::Small64,
         ],
@@ -508,7 +527,7 @@ mod tests {
                     }
                 );
                 let d = choose_projection_tile(&f, &nominal, rows, MathMode::Tf32).unwrap();
-                assert_eq!(d.choice, ProjectionTile::Tf32, "{name} {rows}");
+                assert_eq!(d.choice, ProjectionTile::Tf32Wgmma, "{name} {rows}");
             }
         }
         for e in crate::device::table::all() {
@@ -568,13 +587,22 @@ mod tests {
     fn tiles_that_do_not_fit_give_way() {
         let mut nominal = KernelResources::nominal();
         let h200 = facts("h200");
+        // TF32 mode on 9.0: the warpgroup TF32 tile, else the mma.sync one, else SIMT.
+        let tf32 = |r: &KernelResources| {
+            choose_projection_tile(&h200, r, 4096, MathMode::Tf32)
+                .unwrap()
+                .choice
+        };
+        assert_eq!(tf32(&nominal), ProjectionTile::Tf32Wgmma);
+        nominal.projection_tf32_wgmma.dynamic_shared_bytes = 300_000;
+        assert_eq!(tf32(&nominal), ProjectionTile::Tf32);
         nominal.projection_tf32.dynamic_shared_bytes = 300_000;
         let d = choose_projection_tile(&h200, &nominal, 4096, MathMode::Tf32).unwrap();
         assert_eq!(d.choice, ProjectionTile::Large128);
         assert!(matches!(
             d.reason,
             Reason::ProjectionFallback {
-                preferred: ProjectionTile::Tf32,
+                preferred: ProjectionTile::Tf32Wgmma,
                 ..
             }
         ));

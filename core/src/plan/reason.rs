@@ -434,6 +434,15 @@ impl fmt::Display for Reason {
             ),
             Reason::Tf32Allowed {
                 compute_capability: (major, minor),
+            } if super::projection::wgmma_available((major, minor)) => write!(
+                f,
+                "{}: TF32 mode on {major}.{minor}, where upstream saw no accuracy loss (it did on 8.9 \
+                 and 12.0); warpgroup MMA (WGMMA_ARCHITECTURES): faster than the mma.sync TF32 \
+                 tile at every batch measured",
+                ProjectionTile::Tf32Wgmma
+            ),
+            Reason::Tf32Allowed {
+                compute_capability: (major, minor),
             } => write!(
                 f,
                 "{}: TF32 mode on {major}.{minor}, where upstream saw no accuracy loss (it did on 8.9 \
@@ -668,7 +677,21 @@ mod tests {
                 Reason::Tf32Allowed {
                     compute_capability: (9, 0),
                 },
-                "tf32 128x256: TF32 mode on 9.0",
+                "tf32 wgmma 128x128: TF32 mode on 9.0",
+            ),
+            (
+                Reason::Tf32Allowed {
+                    compute_capability: (8, 0),
+                },
+                "tf32 128x256: TF32 mode on 8.0",
+            ),
+            (
+                Reason::Tf32x3Listed {
+                    tile: ProjectionTile::Tf32x3Wgmma,
+                    rows: 589,
+                    compute_capability: (9, 0),
+                },
+                "3xtf32 wgmma 128x128: FP32-accurate",
             ),
             (
                 Reason::Tf32x3Listed {

@@ -198,7 +198,15 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
     );
     let rows = plan.batch * plan.frames;
     match (plan.math, tf32_allowed_here(facts)) {
-        (MathMode::Tf32, true) => assert_eq!(tile, ProjectionTile::Tf32, "{ctx}"),
+        (MathMode::Tf32, true) if plan.projection.reason != Reason::ForcedProjection(tile) => {
+            let want = if projection::wgmma_available(facts.compute_capability) {
+                ProjectionTile::Tf32Wgmma
+            } else {
+                ProjectionTile::Tf32
+            };
+            assert_eq!(tile, want, "{ctx}");
+        }
+        (MathMode::Tf32, true) => assert!(tile.is_tf32(), "{ctx}"),
         _ if projection::TF32X3_ARCHITECTURES.contains(&facts.compute_capability) => {
             if plan.projection.reason != Reason::ForcedProjection(tile) {
                 let want = if projection::wgmma_available(facts.compute_capability) {
