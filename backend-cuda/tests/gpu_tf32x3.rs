@@ -125,6 +125,37 @@ fn both_tf32x3_tiles_give_identical_bits() {
     }
 }
 
+/// Windows of `input` alone and inside smaller batches, run on `b`, against their rows of `all`
+/// (the whole batch of `big`): they sit at other rows of the row tiles there.
+fn assert_windows_keep_their_bits(
+    b: &mut CudaBackend,
+    shape: &StackShape,
+    input: &[f32],
+    all: &[f32],
+    big: usize,
+    what: &str,
+) {
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    for (batch, first_window) in [(1, 0), (1, 5), (1, big - 1), (3, 4), (9, 20)] {
+        let part = &input[first_window * in_w..(first_window + batch) * in_w];
+        let got = run(b, shape, part, batch);
+        assert_same_bits(
+            &got,
+            &all[first_window * out_w..(first_window + batch) * out_w],
+            &format!(
+                "{what}, {} frames: windows {first_window}.. alone (batch {batch}) vs inside batch \
+                 {big}",
+                shape.frames
+            ),
+        );
+    }
+    eprintln!(
+        "{what}, {} frames: window bits the same alone and inside batch {big}",
+        shape.frames
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32x3_window_bits_do_not_depend_on_the_batch() {
@@ -134,47 +165,19 @@ fn tf32x3_window_bits_do_not_depend_on_the_batch() {
         let st = stack(&shape);
         let input = random_input(&shape, big, INPUT_SEED);
         // The big batch in large tiles, the windows alone and in small batches in small tiles:
-        // what the plan does on a listed device.
+        // what the plan does on a listed device without warpgroup MMA.
         let mut b = prepared_x3(&st, big, None, ProjectionTile::Tf32x3);
         let all = run(&mut b, &shape, &input, big);
         assert_ran(&b, ProjectionTile::Tf32x3);
         let mut b = prepared_x3(&st, big, None, ProjectionTile::Tf32x3Small);
-        let in_w = shape.frames * shape.features;
-        let out_w = shape.frames * shape.output_width();
-        // Windows alone and inside smaller batches sit at other rows of the 128-row tiles.
-        for (batch, first_window) in [(1, 0), (1, 5), (1, big - 1), (3, 4), (9, 20)] {
-            let part = &input[first_window * in_w..(first_window + batch) * in_w];
-            let got = run(&mut b, &shape, part, batch);
-            assert_same_bits(
-                &got,
-                &all[first_window * out_w..(first_window + batch) * out_w],
-                &format!(
-                    "{frames} frames: windows {first_window}.. alone (batch {batch}) vs inside batch {big}"
-                ),
-            );
-        }
-        eprintln!("3xtf32, {frames} frames: window bits the same alone and inside batch {big}");
+        assert_windows_keep_their_bits(&mut b, &shape, &input, &all, big, "3xtf32");
         // The warpgroup tile (one tile at every batch): the same windows at other rows of its
-        // 128-row tiles and other column-tile neighbours.
+        // 128-row tiles and with other column-tile neighbours.
         if tiles_here().contains(&ProjectionTile::Tf32x3Wgmma) {
             let mut b = prepared_x3(&st, big, None, ProjectionTile::Tf32x3Wgmma);
             let all = run(&mut b, &shape, &input, big);
             assert_ran(&b, ProjectionTile::Tf32x3Wgmma);
-            for (batch, first_window) in [(1, 0), (1, 5), (1, big - 1), (3, 4), (9, 20)] {
-                let part = &input[first_window * in_w..(first_window + batch) * in_w];
-                let got = run(&mut b, &shape, part, batch);
-                assert_same_bits(
-                    &got,
-                    &all[first_window * out_w..(first_window + batch) * out_w],
-                    &format!(
-                        "wgmma, {frames} frames: windows {first_window}.. alone (batch {batch}) \
-                         vs inside batch {big}"
-                    ),
-                );
-            }
-            eprintln!(
-                "3xtf32 wgmma, {frames} frames: window bits the same alone and inside batch {big}"
-            );
+            assert_windows_keep_their_bits(&mut b, &shape, &input, &all, big, "3xtf32 wgmma");
         }
     }
 }

@@ -12,10 +12,12 @@ pub const CUDNN_TF32_REL_L2: f64 = 1.1e-3;
 /// inputs, 589 frames; measured figures are in `bench/NOTES.md`).
 pub const CPU_FP32_REL_L2: f64 = 1e-5;
 
-/// FP32 mode's budget on the GPU (DESIGN §5): 2e-6. Measured on the H200 (2026-12-01, every
-/// recurrence kind with the FP32 SIMT projection tiles, batches 1 to 64 at 589 frames): 5.5e-7
-/// to 5.8e-7 (`bench/NOTES.md`, issue 10 bundle). The fused 3xTF32 projection measured 4.7e-6
-/// there and so is no device's FP32 projection (it runs only when forced).
+/// FP32 mode's budget on the GPU (DESIGN §5): 2e-6. Measured on the H200 (`bench/NOTES.md`,
+/// batches 1 to 64 at 589 frames): with the FP32 SIMT projection tiles 5.5e-7 to 5.8e-7; with
+/// the `mma.sync` 3xTF32 tiles (a fresh tensor-core accumulator each k-step) 4.0e-7 to 4.2e-7;
+/// with the warpgroup-MMA 3xTF32 tile, 9.0's FP32 projection since session 7 (a fresh
+/// accumulator each K tile of 32), 8.5e-7 to 9.2e-7. (A 3xTF32 projection chaining every k-step
+/// through the tensor cores' accumulation measured 4.7e-6 and was never a plan's choice.)
 pub const GPU_FP32_REL_L2: f64 = 2e-6;
 
 /// The budget of a GPU run in `math` mode: [`GPU_FP32_REL_L2`] in FP32 mode (well inside cuDNN
@@ -27,11 +29,6 @@ pub const fn gpu_budget(math: MathMode) -> f64 {
     }
 }
 
-/// The bound a forced 3xTF32 projection is held to (FP32 mode; measured 4.7e-6 on the H200,
-/// 2026-12-01): no worse than cuDNN FP32. It misses [`GPU_FP32_REL_L2`], which is why no plan
-/// picks it.
-pub const GPU_TF32X3_REL_L2: f64 = CUDNN_FP32_REL_L2;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,7 +36,7 @@ mod tests {
     #[test]
     fn budgets_are_ordered() {
         assert!(gpu_budget(MathMode::Fp32) < CPU_FP32_REL_L2);
-        assert!(gpu_budget(MathMode::Fp32) < GPU_TF32X3_REL_L2);
+        assert!(gpu_budget(MathMode::Fp32) < CUDNN_FP32_REL_L2);
         assert!(gpu_budget(MathMode::Fp32) < gpu_budget(MathMode::Tf32));
     }
 }

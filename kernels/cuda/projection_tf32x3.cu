@@ -148,6 +148,40 @@ struct bl_x3_tile {
 };
 
 #if __CUDA_ARCH__ >= 800
+// Starts the copy of an activation tile into shared memory at `a_base`: ROWS rows of KT values
+// from row m0 and column k0 of x ([rows, in_width], row-major), rows LDA floats apart, in 16-byte
+// chunks spread over the block (x_chunks: every row starts 16-byte aligned and in_width is a
+// multiple of 4, so a chunk lies wholly inside or outside a row) or else 4-byte copies; values
+// past the last row or column are zero-filled. Both projections' bodies use it.
+template <int ROWS, int KT, int LDA>
+__device__ __forceinline__ void bl_x3_copy_activations(bl_u32 a_base, const float* __restrict__ x, bl_u64 m0,
+                                                       bl_u64 rows, bl_u32 in_width, bl_u32 k0, bool x_chunks,
+                                                       int tid) {
+    constexpr int ROW_CHUNKS = KT / BL_X3_VEC;
+    static_assert(ROWS * ROW_CHUNKS % BILSTM_BLOCK_THREADS == 0, "A chunks evenly");
+#pragma unroll
+    for (int i = 0; i < ROWS * ROW_CHUNKS / BILSTM_BLOCK_THREADS; ++i) {
+        const int e = tid + i * BILSTM_BLOCK_THREADS;
+        const int r = e / ROW_CHUNKS;
+        const int c = e % ROW_CHUNKS;
+        const bl_u64 row = m0 + r;
+        const bl_u32 k = k0 + c * BL_X3_VEC;
+        const bl_u32 dst = a_base + (bl_u32)((r * LDA + c * BL_X3_VEC) * 4);
+        if (x_chunks) {
+            const bool live = row < rows && k < in_width;
+            bl_cp_async_16(dst, live ? x + row * in_width + k : x, live ? 16u : 0u);
+        } else {
+#pragma unroll
+            for (int j = 0; j < BL_X3_VEC; ++j) {
+                const bool live = row < rows && k + j < in_width;
+                bl_cp_async_4(dst + j * 4, live ? x + row * in_width + k + j : x, live ? 4u : 0u);
+            }
+        }
+    }
+}
+#endif  // __CUDA_ARCH__ >= 800
+
+#if __CUDA_ARCH__ >= 800
 // The body of both entries: the projection tile (blockIdx.x, blockIdx.y) of direction
 // blockIdx.z, T a bl_x3_tile.
 template <typename T>
@@ -182,25 +216,8 @@ __device__ __forceinline__ void bl_projection_tf32x3(const bl_projection_params&
     auto issue = [&](bl_u32 k0, int stage) {
         const bl_u32 a_base = shared_base + (bl_u32)(stage * T::STAGE_FLOATS * 4);
         const bl_u32 b_base = a_base + T::A_FLOATS * 4;
-#pragma unroll
-        for (int i = 0; i < T::A_CHUNKS; ++i) {
-            const int e = tid + i * BILSTM_BLOCK_THREADS;
-            const int r = e / T::A_ROW_CHUNKS;
-            const int c = e % T::A_ROW_CHUNKS;
-            const bl_u64 row = m0 + r;
-            const bl_u32 k = k0 + c * BL_X3_VEC;
-            const bl_u32 dst = a_base + (bl_u32)((r * BL_X3_LDA + c * BL_X3_VEC) * 4);
-            if (x_chunks) {
-                const bool live = row < rows && k < in_width;
-                bl_cp_async_16(dst, live ? x + row * in_width + k : x, live ? 16u : 0u);
-            } else {
-#pragma unroll
-                for (int j = 0; j < BL_X3_VEC; ++j) {
-                    const bool live = row < rows && k + j < in_width;
-                    bl_cp_async_4(dst + j * 4, live ? x + row * in_width + k + j : x, live ? 4u : 0u);
-                }
-            }
-        }
+        bl_x3_copy_activations<T::WARPS_M * T::MT * BL_X3_MMA_M, BL_X3_KT, BL_X3_LDA>(a_base, x, m0, rows, in_width,
+                                                                                   k0, x_chunks, tid);
 #pragma unroll
         for (int i = 0; i < T::B_CHUNKS; ++i) {
             const int e = tid + i * BILSTM_BLOCK_THREADS;
@@ -486,26 +503,8 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
     auto issue = [&](bl_u32 kt) {
         const bl_u32 a_base = shared_base + (bl_u32)((kt % BL_WG_STAGES) * BL_WG_STAGE_FLOATS * 4);
         const bl_u32 b_base = a_base + BL_WG_A_FLOATS * 4;
-        const bl_u32 k0 = kt * BL_WG_KT;
-#pragma unroll
-        for (int i = 0; i < BL_WG_ROWS * (BL_WG_KT / BL_X3_VEC) / BILSTM_BLOCK_THREADS; ++i) {
-            const int e = tid + i * BILSTM_BLOCK_THREADS;
-            const int r = e / (BL_WG_KT / BL_X3_VEC);
-            const int c = e % (BL_WG_KT / BL_X3_VEC);
-            const bl_u64 row = m0 + r;
-            const bl_u32 k = k0 + c * BL_X3_VEC;
-            const bl_u32 dst = a_base + (bl_u32)((r * BL_WG_LDA + c * BL_X3_VEC) * 4);
-            if (x_chunks) {
-                const bool live = row < rows && k < in_width;
-                bl_cp_async_16(dst, live ? x + row * in_width + k : x, live ? 16u : 0u);
-            } else {
-#pragma unroll
-                for (int j = 0; j < BL_X3_VEC; ++j) {
-                    const bool live = row < rows && k + j < in_width;
-                    bl_cp_async_4(dst + j * 4, live ? x + row * in_width + k + j : x, live ? 4u : 0u);
-                }
-            }
-        }
+        bl_x3_copy_activations<BL_WG_ROWS, BL_WG_KT, BL_WG_LDA>(a_base, x, m0, rows, in_width, kt * BL_WG_KT,
+                                                                x_chunks, tid);
         // Both parts' images of this K tile: contiguous 16-byte chunks.
 #pragma unroll
         for (int i = 0; i < 2 * BL_WG_B_FLOATS / BL_X3_VEC / BILSTM_BLOCK_THREADS; ++i) {

@@ -1,6 +1,10 @@
 //! Launch of `bilstm_projection_tf32x3` and `bilstm_projection_tf32x3_small`
 //! (kernels/cuda/projection_tf32x3.cu): the input projection of both directions of one layer at
-//! FP32 accuracy on TF32 tensor cores ("3xTF32"), in 128x128 or 64x128 tiles.
+//! FP32 accuracy on TF32 tensor cores ("3xTF32"), in 128x128 or 64x128 tiles; and of the same
+//! file's warpgroup-MMA entries (compute capability 9.0): `bilstm_projection_tf32x3_wgmma` and
+//! its TF32 twin `bilstm_projection_tf32_wgmma`, whose weights are the swizzled image
+//! (`PackedOffsets::input_x3_wgmma`, K padded to `PROJ_WG_K_TILE`) and whose grid runs the four
+//! column tiles of a row tile as neighbouring blocks.
 //!
 //! The arguments are the FP32 SIMT projection's [`ProjectionArgs`], the weights being the split
 //! ones (`PackedOffsets::input_x3`: high parts then remainders, twice the K-major FP32 size). [`check`]
@@ -136,17 +140,19 @@ pub(crate) fn launch(
 ) -> Result<(), CudaError> {
     let (kernel, params, cfg) = check(compute_capability, tile, args)?;
     // SAFETY: `func` is `tile`'s entry from projection_tf32x3.cu (the backend loads it by that
-    // name, `KernelId::kernel().entry`; both entries' only parameter is bl_projection_params,
+    // name, `KernelId::kernel().entry`; every entry's only parameter is bl_projection_params,
     // mirrored by `KernelArg<ProjectionParams>`, 48 bytes asserted on both sides). `check`
-    // established the launch contract: compute capability >= 8.0 (so the entry is the real
-    // kernel, not the trap); x holds rows * in_width floats and is 4-byte aligned; each
-    // direction's split K-major weights hold 2 * padded_in * 512 floats (high parts, then
-    // remainders) from a 16-byte aligned base (rows k < in_width of each half are read); the output holds direction_stride + rows * 512 floats from an 8-byte aligned
-    // base, direction_stride >= rows * 512 and even; rows and in_width are positive and fit
-    // u32; the grid is (ceil(rows / tile rows), 512 / tile columns, 2) for the entry's own
-    // tile, with 256-thread blocks and exactly the entry's dynamic shared bytes (which
-    // Kernels::load allowed the function; were it not, the driver refuses the launch, it does
-    // not run it). The output (the backend's projection buffer) is distinct from the input and
+    // established the launch contract: compute capability >= 8.0, and 9.0 for the warpgroup
+    // entries (so the entry is the real kernel, not the trap); x holds rows * in_width floats
+    // and is 4-byte aligned; each direction's weights hold 2 * padded * 512 floats from a
+    // 16-byte aligned base, padded = in_width rounded up to K_PAD (the mma.sync entries' split
+    // K-major weights, high parts then remainders) or to PROJ_WG_K_TILE (the warpgroup entries'
+    // image, every float of which they may read); the output holds direction_stride + rows * 512
+    // floats from an 8-byte aligned base, direction_stride >= rows * 512 and even; rows and
+    // in_width are positive and fit u32; the grid is (ceil(rows / tile rows), 512 / tile
+    // columns, 2), or (4 * ceil(rows / 128), 1, 2) for the warpgroup entries, with 256-thread
+    // blocks and exactly the entry's dynamic shared bytes (which Kernels::load allowed the
+    // function; were it not, the driver refuses the launch, it does not run it). The output (the backend's projection buffer) is distinct from the input and
     // the weights, and stream order finishes the previous readers of the output before this
     // kernel runs.
     unsafe { launch_kernel(func, stream, kernel, &params, cfg, LaunchMode::Ordinary) }
