@@ -24,6 +24,15 @@ pub(super) fn check_len(what: &'static str, expected: usize, got: usize) -> Resu
     }
 }
 
+/// Checks that source input weights hold `rows x width` values.
+fn check_input_len(input: &[f32], rows: usize, width: usize) -> Result<(), CoreError> {
+    check_len(
+        "input weights length",
+        checked_mul(rows, width, "input weights")?,
+        input.len(),
+    )
+}
+
 /// Packs input weights `[4H, width]` (source `order`) into K-major `[padded_in, 4H]`:
 /// `out[k * 4H + unit * 4 + gate] = input[source_row * width + k]`, zero for `k >= width`.
 ///
@@ -37,11 +46,7 @@ pub fn pack_input_kmajor_into(
     out: &mut [f32],
 ) -> Result<(), CoreError> {
     let rows = GATES * hidden;
-    check_len(
-        "input weights length",
-        checked_mul(rows, width, "input weights")?,
-        input.len(),
-    )?;
+    check_input_len(input, rows, width)?;
     check_len(
         "packed K-major input weights length",
         checked_mul(padded_in(width), rows, "packed input")?,
@@ -128,11 +133,7 @@ pub fn pack_input_x3_wgmma_into(
     out: &mut [f32],
 ) -> Result<(), CoreError> {
     let rows = GATES * hidden;
-    check_len(
-        "input weights length",
-        checked_mul(rows, width, "input weights")?,
-        input.len(),
-    )?;
+    check_input_len(input, rows, width)?;
     check_len(
         "gate rows in whole warpgroup-MMA column tiles",
         rows.div_ceil(PROJ_WG_TILE_COLS) * PROJ_WG_TILE_COLS,
@@ -178,11 +179,7 @@ pub fn pack_input_tf32_into(
 ) -> Result<(), CoreError> {
     let rows = GATES * hidden;
     let padded = padded_in(width);
-    check_len(
-        "input weights length",
-        checked_mul(rows, width, "input weights")?,
-        input.len(),
-    )?;
+    check_input_len(input, rows, width)?;
     check_len(
         "packed TF32 input weights length",
         checked_mul(rows, padded, "packed input")?,
