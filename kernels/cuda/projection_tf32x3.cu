@@ -369,8 +369,8 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 #endif
 }
 
-// ---- The Hopper entry: bilstm_projection_tf32x3_wgmma ------------------------------------------
-// Launch contract of this entry (the other two's above apply where not restated):
+// ---- The Hopper entries: bilstm_projection_tf32x3_wgmma and bilstm_projection_tf32_wgmma ----
+// Launch contract of these entries (the other two's above apply where not restated):
 // - Needs compute capability 9.0 compiled for compute_90a (wgmma.mma_async and the
 //   arch-specific features of sm_90a; the host compiles 9.0 devices' modules so); elsewhere the
 //   entry is a trap and the host never launches it.
