@@ -231,10 +231,12 @@ impl CudaBackend {
             };
             self.phases.layer_start(layer, main)?;
             let cc = self.device.info.facts.compute_capability;
-            if tile.is_tf32() && !tile.needs_wgmma() {
-                launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
-            } else if tile.is_tf32x3() || tile.needs_wgmma() {
+            // Each launcher owns its tiles: projection_tf32x3.cu's entries (3xTF32 and the
+            // warpgroup ones), the mma.sync TF32 tile, the FP32 SIMT tiles.
+            if launch::projection_tf32x3::tile_kernel(tile).is_some() {
                 launch::projection_tf32x3::launch(proj_fn, main, cc, tile, &args)?;
+            } else if tile.is_tf32() {
+                launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
             } else {
                 launch::projection::launch(proj_fn, main, tile, &args)?;
             }

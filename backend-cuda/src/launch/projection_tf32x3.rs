@@ -27,7 +27,8 @@ use super::projection::{IoAlignment, ProjectionArgs, check_io, require_tensor_co
 use super::{KernelArg, LaunchMode, launch_kernel, require};
 use crate::error::CudaError;
 
-/// The kernel of a 3xTF32 tile and its output tile (rows, columns); `None` for other tiles.
+/// The kernel of a tile of projection_tf32x3.cu (the 3xTF32 tiles and the warpgroup TF32 one)
+/// and its output tile (rows, columns); `None` for other tiles.
 pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel, usize, usize)> {
     match tile {
         ProjectionTile::Tf32x3 => Some((

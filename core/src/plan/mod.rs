@@ -189,10 +189,13 @@ pub struct KernelResources {
 /// [`CLUSTER_TILE_SHARED_BYTES`] of dynamic shared memory anyway.
 pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [105, 120, 181];
 
-/// Registers per thread of the warpgroup-MMA projections (`bilstm_projection_tf32x3_wgmma`,
-/// ptxas 13.0 for sm_90a, 2026-12-01: 250; its TF32 twin uses fewer): one 256-thread block per
-/// SM, which their [`PROJ_WG_SHARED_BYTES`] allow anyway.
+/// Registers per thread of the warpgroup-MMA 3xTF32 projection (`bilstm_projection_tf32x3_wgmma`,
+/// ptxas 13.0 for sm_90a, 2026-12-01): one 256-thread block per SM, which its
+/// [`PROJ_WG_SHARED_BYTES`] allow anyway.
 pub const PROJ_WG_REGISTERS: u32 = 250;
+/// Registers per thread of its TF32 twin (`bilstm_projection_tf32_wgmma`, ptxas 13.0 for
+/// sm_90a, 2026-12-01): also one block per SM (the same shared bytes).
+pub const PROJ_WG_TF32_REGISTERS: u32 = 176;
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
 /// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the
@@ -296,7 +299,12 @@ impl KernelResources {
                 0,
                 PROJ_WG_SHARED_BYTES,
             ),
-            projection_tf32_wgmma: usage(BLOCK_THREADS, PROJ_WG_REGISTERS, 0, PROJ_WG_SHARED_BYTES),
+            projection_tf32_wgmma: usage(
+                BLOCK_THREADS,
+                PROJ_WG_TF32_REGISTERS,
+                0,
+                PROJ_WG_SHARED_BYTES,
+            ),
             cluster2: usage(
                 CLUSTER_THREADS,
                 CLUSTER2_REGISTERS,
