@@ -12,7 +12,10 @@
 #      final states; on a host without AVX-512F the avx512 tests print "skipped: no avx512f";
 #      then the unit binary's ignored phase_timings (batch 1, one thread: projection, recurrent
 #      product and gate math per direction and layer, for each ISA, and on the 512-bit kernels
-#      for each BILSTM_CPU_TILES variant of bilstm-cpu's Tiles::SWEEP);
+#      for each BILSTM_CPU_TILES variant of bilstm-cpu's Tiles::SWEEP) and phase_timings_batch
+#      (one layer-direction at K = 256 as the backend runs it, batch CPU_RUN_PHASE_BATCH,
+#      default 32, in chunks of CPU_RUN_PHASE_CHUNKS frames, default 6: projection and
+#      recurrence times and FLOP rates, same ISAs and variants; CPU_RUN_PHASES32=0 skips it);
 #   3. ONNX Runtime 1.32 (a trimmed copy of the cp312 manylinux wheel's package, unpacked into
 #      a temporary folder and put on sys.path) against `bin/bilstm bench --backend cpu` on the
 #      prebuilt model bundle/cpu/ort-lstm4.onnx: batch 1 on 2 and on 1 thread, batch 32 on 2
@@ -31,7 +34,10 @@
 # CPU_RUN_SWEEP_ROUNDS (default 3) rounds of CPU_RUN_SWEEP_ITERS / CPU_RUN_SWEEP_ITERS32 timed
 # passes (default 20 / 3), ORT once per case; a median table per variant
 # ($OUT/cpu-tiles-sweep.md). CPU_RUN_SWEEP_TILES overrides the variant list (comma-separated,
-# the tokens of one variant joined by '+'; the first is the reference). Step 2's phase_timings
+# the tokens of one variant joined by '+'; the first is the reference). CPU_RUN_ISAS (e.g.
+# avx512) limits the per-ISA comparison to those caps; CPU_RUN_COMPARE=PATH[,PATH...] (say, the
+# previous commit's bin/bilstm copied into the bundle) times those binaries right after
+# bin/bilstm in every case, on rows of their own (an A/B in one run). Step 2's phase_timings
 # also prints a line per variant. The whole run with CPU_RUN_SKIP_TESTS=1 takes about 2
 # minutes on the AVX-512 host:
 #
@@ -87,8 +93,16 @@ fi
 echo
 echo "== where a batch-1 forward's time goes (one thread, per ISA; unit test phase_timings)"
 if [ -x cpu/tests/unit ]; then
-    cpu/tests/unit --ignored --nocapture --test-threads 1 phase_timings 2>&1 | grep -o "phase timings.*" ||
+    cpu/tests/unit --ignored --nocapture --test-threads 1 --exact simd::kernels::tests::phase_timings 2>&1 | grep -o "phase timings.*" ||
         echo "phase_timings did not run"
+fi
+
+echo
+echo "== where a batch-32 layer-direction's time goes (one thread; unit test phase_timings_batch)"
+if [ -x cpu/tests/unit ] && [ "${CPU_RUN_PHASES32:-1}" = 1 ]; then
+    BILSTM_PHASE_BATCH="${CPU_RUN_PHASE_BATCH:-32}" BILSTM_PHASE_CHUNKS="${CPU_RUN_PHASE_CHUNKS:-6}" \
+        cpu/tests/unit --ignored --nocapture --test-threads 1 phase_timings_batch 2>&1 |
+        grep -o "phase timings.*" || echo "phase_timings_batch did not run"
 fi
 
 echo
@@ -138,10 +152,16 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
         "it predates them (rebuild the bundle with scripts/gpu-bundle)"
     status=1
 fi
+[ -n "${CPU_RUN_ISAS:-}" ] && isas="$CPU_RUN_ISAS" && echo "CPU_RUN_ISAS: timing only $isas"
 table=()
 [ -n "${OUT:-}" ] && table=(--out "$OUT/cpu-vs-ort.md")
+compare=()
+if [ -n "${CPU_RUN_COMPARE:-}" ]; then
+    compare=(--compare "$CPU_RUN_COMPARE")
+    echo "CPU_RUN_COMPARE: also timing $CPU_RUN_COMPARE"
+fi
 python3 cpu/cpu-vs-ort.py --bilstm ./bin/bilstm --model cpu/ort-lstm4.onnx --ort-path "$tmp/ort" \
-    --isa "$isas" --rounds "${CPU_RUN_ROUNDS:-5}" --iters "${CPU_RUN_ITERS:-10}" \
+    "${compare[@]}" --isa "$isas" --rounds "${CPU_RUN_ROUNDS:-5}" --iters "${CPU_RUN_ITERS:-10}" \
     --iters32 "${CPU_RUN_ITERS32:-3}" "${table[@]}" || status=1
 
 echo

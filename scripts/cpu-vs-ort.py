@@ -9,7 +9,9 @@ The thread counts are set on both sides (ORT's intra-op threads, BILSTM_CPU_THRE
 is pinned with taskset. The table gives the median over rounds of each side's per-round
 median and the ratios the targets of issue 15 are stated in: batch 1 time ratio bilstm/ORT
 (targets <= 0.7 on 2 threads, <= 0.9 on 1) and batch 32 throughput ratio bilstm/ORT
-(target >= 1.25, 2 threads), headed by the CPU model and its SIMD flags.
+(target >= 1.25, 2 threads), headed by the CPU model and its SIMD flags. --compare PATH[,PATH...]
+times more bilstm binaries (say, the previous commit's) right after the first in every case and
+ISA, on rows of their own: an A/B in one run.
 
 With --sweep-tiles LIST (scripts/cpu-run.sh's CPU_RUN_SWEEP=1) it times the variants of the
 512-bit kernels' register tiles (BILSTM_CPU_TILES, comma-separated LIST, each variant one
@@ -222,6 +224,9 @@ def main():
                    help="comma-separated BILSTM_CPU_TILES variants to time against each other "
                         "instead of --isa (tokens of one variant joined by '+', e.g. "
                         "default,p12x32,q256p+r8x32); the first is the reference")
+    p.add_argument("--compare", metavar="PATH[,PATH...]",
+                   help="more bilstm binaries (say, the previous commit's), each timed right "
+                        "after the first for each ISA and case, on table rows of their own")
     p.add_argument("--model", help="a prebuilt model (from --save-model): no onnx needed")
     p.add_argument("--save-model", metavar="FILE",
                    help="write the benchmark's ONNX model to FILE and exit (needs onnx)")
@@ -281,7 +286,10 @@ def main():
             f"per case; bilstm ISA: {', '.join(i or 'detected' for i in isas)}")
     print(head, flush=True)
     ort_ms = {c: [] for c in CASES}
-    our_ms = {(c, i): [] for c in CASES for i in isas}
+    compared = [c.strip() for c in (args.compare or "").split(",") if c.strip()]
+    binaries = [("", args.bilstm)] + [(c, c) for c in compared]
+    rows = [(i, b) for i in isas for b, _ in binaries]
+    our_ms = {(c, r): [] for c in CASES for r in rows}
     kernel = {}
     for rnd in range(args.rounds):
         for case in CASES:
@@ -291,10 +299,11 @@ def main():
             line = (f"round {rnd + 1}: batch {batch:>2}, {threads} thread(s): ORT "
                     f"{ort_ms[case][-1]:8.2f} ms")
             for isa in isas:
-                ms, kernel[(case, isa)] = time_bilstm(args.bilstm, batch, threads, iters,
-                                                     args.warmup, isa)
-                our_ms[(case, isa)].append(ms)
-                line += f", bilstm {isa or 'detected'} {ms:8.2f} ms"
+                for tag, binary in binaries:
+                    ms, kernel[(case, (isa, tag))] = time_bilstm(binary, batch, threads, iters,
+                                                                 args.warmup, isa)
+                    our_ms[(case, (isa, tag))].append(ms)
+                    line += f", bilstm{' ' + tag if tag else ''} {isa or 'detected'} {ms:8.2f} ms"
             print(line, flush=True)
 
     lines = [head, "",
@@ -304,11 +313,12 @@ def main():
     for case in CASES:
         batch = case[0]
         o = statistics.median(ort_ms[case])
-        for isa in isas:
-            b = statistics.median(our_ms[(case, isa)])
+        for row in rows:
+            b = statistics.median(our_ms[(case, row)])
             label, target, met = verdict(case, o, b)
+            name = kernel[(case, row)] + (f" (compared: {row[1]})" if row[1] else "")
             lines.append(
-                f"| {label} | {kernel[(case, isa)]} | {o:.2f} | {b:.2f} | {b / o:.3f} "
+                f"| {label} | {name} | {o:.2f} | {b:.2f} | {b / o:.3f} "
                 f"| {batch * 1e3 / o:.1f} | {batch * 1e3 / b:.1f} | {o / b:.2f} | {target} "
                 f"| {met} |")
     print()

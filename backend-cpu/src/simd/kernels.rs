@@ -1089,6 +1089,121 @@ mod tests {
         }
     }
 
+    /// Where a batch-`B` direction's time goes on one thread, per instruction set, the way the
+    /// backend runs it (not a check: `--ignored --nocapture phase_timings_batch`; `B` from
+    /// `BILSTM_PHASE_BATCH`, default 32): one layer-direction at K = 256 over 589 frames in the
+    /// backend's chunks of frames, the projection of each chunk then its recurrence steps; the
+    /// two phases' times summed over the chunks, the best of 3 runs, and their FLOP rates.
+    #[test]
+    #[ignore = "timing, not a check: run with --ignored --nocapture"]
+    fn phase_timings_batch() {
+        use std::time::Instant;
+        const FRAMES: usize = 589;
+        const K: usize = 256;
+        let env = |name: &str| std::env::var(name).ok();
+        let batch: usize = env("BILSTM_PHASE_BATCH")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(32);
+        let backend_chunk = (192 / batch).div_ceil(6).max(1) * 6;
+        let chunks: Vec<usize> = env("BILSTM_PHASE_CHUNKS")
+            .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![backend_chunk]);
+        let mut rng = SplitMix64::new(5);
+        let mut strips = vec![0.0f32; COLS * K];
+        rng.fill_uniform_f32(&mut strips, -0.1, 0.1);
+        let mut r_strips = vec![0.0f32; H * COLS];
+        rng.fill_uniform_f32(&mut r_strips, -0.1, 0.1);
+        let mut bias = vec![0.0f32; COLS];
+        rng.fill_uniform_f32(&mut bias, -0.1, 0.1);
+        let rows = batch * FRAMES;
+        let mut x = vec![0.0f32; rows * K / 2];
+        rng.fill_normal_f32(&mut x);
+        let x2 = x.clone();
+        let mut hseq = vec![0.0f32; rows * H];
+        let (mut h, mut c) = (vec![0.0f32; batch * H], vec![0.0f32; batch * H]);
+        // Every ISA with its default tiles, then the 512-bit kernels with each sweep variant.
+        let isas = Isa::available().into_iter().filter(|i| i.is_avx2_fma());
+        let zmm = Isa::available().into_iter().filter(|i| i.is_512_bit());
+        let variants = zmm.flat_map(|isa| {
+            Tiles::SWEEP[1..]
+                .iter()
+                .filter_map(move |t| Some((isa, Tiles::parse(t)?)))
+        });
+        for (isa, tiles) in isas.map(|i| (i, Tiles::default())).chain(variants) {
+            let seq = tiles
+                .single
+                .seq_strips()
+                .filter(|_| isa.is_512_bit())
+                .map(|ns| pack_seq(&r_strips, ns))
+                .unwrap_or_default();
+            let a = tiles.align64;
+            let copy = |v: &[f32]| AlignedBuf::copy_of(v, a).unwrap_or_default();
+            let (sw, rw, seq) = (copy(&strips), copy(&r_strips), copy(&seq));
+            for &chunk in &chunks {
+                let mut gates_buf = copy(&vec![0.0f32; batch * chunk * COLS]);
+                let gates = gates_buf.as_mut_slice();
+                let mut best = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+                for _ in 0..3 {
+                    let (mut tp, mut tr) = (0.0, 0.0);
+                    let t_all = Instant::now();
+                    for s0 in (0..FRAMES).step_by(chunk) {
+                        let s1 = (s0 + chunk).min(FRAMES);
+                        let held = s1 - s0;
+                        let t = Instant::now();
+                        let p = Projection {
+                            x: [&x[s0 * K / 2..], &x2[s0 * K / 2..]],
+                            widths: [K / 2, K / 2],
+                            rows: held,
+                            groups: batch,
+                            group_stride: FRAMES,
+                            out_stride: held,
+                            strips: sw.as_slice(),
+                        };
+                        simd::project(isa, tiles, &p, &mut gates[..batch * held * COLS]);
+                        tp += t.elapsed().as_secs_f64() * 1e3;
+                        let t = Instant::now();
+                        let rec = Recurrence {
+                            forward: true,
+                            frames: FRAMES,
+                            batch,
+                            steps: s0..s1,
+                            gates_frames: s0..s1,
+                            strips: rw.as_slice(),
+                            seq_strips: seq.as_slice(),
+                            bias: &bias,
+                        };
+                        let state = State {
+                            gates: &mut gates[..batch * held * COLS],
+                            hseq: &mut hseq,
+                            h: &mut h,
+                            c: &mut c,
+                        };
+                        simd::recurrence(isa, tiles, &rec, state);
+                        tr += t.elapsed().as_secs_f64() * 1e3;
+                    }
+                    let all = t_all.elapsed().as_secs_f64() * 1e3;
+                    if all < best.2 {
+                        best = (tp, tr, all);
+                    }
+                }
+                let (tp, tr, all) = best;
+                let pf = (rows * K * COLS * 2) as f64 / tp / 1e6;
+                let rf = (rows * H * COLS * 2) as f64 / tr / 1e6;
+                println!(
+                    "phase timings, batch {batch}, one thread, one layer-direction (K = {K}), \
+                     {isa}{}, chunks of {chunk} frames: projection {tp:.2} ms ({pf:.1} GFLOP/s), \
+                     recurrence {tr:.2} ms ({rf:.1} GFLOP/s of product, gate math included), \
+                     total {all:.2} ms",
+                    if tiles == Tiles::default() {
+                        String::new()
+                    } else {
+                        format!(" tiles {tiles}")
+                    },
+                );
+            }
+        }
+    }
+
     /// The recurrence against the documented formulas written out per value with
     /// `f32::mul_add` and the portable gate functions, for an odd batch (pairs and a single
     /// window), both directions, every ISA.
