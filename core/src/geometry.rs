@@ -89,15 +89,22 @@ pub const CLUSTER_MAX_SIZE: usize = 4;
 pub const CLUSTER_MULTI_WINDOW_SIZE: usize = 2;
 /// Cluster recurrence: the most windows one cluster of the register kernels runs side by side.
 pub const CLUSTER_MAX_WINDOWS: usize = 2;
-/// Cluster recurrence: the window tiles of the shared-memory kernels
-/// (`bilstm_recurrence_cluster2w4`, `_cluster2w8`, `_cluster2w16`): 2-CTA clusters that keep
-/// their rows of R transposed in shared memory ([`CLUSTER_TILE_SHARED_BYTES`]) and run this
-/// many windows of one direction side by side, each thread all four gates of one unit in a
-/// quarter of them.
+/// Cluster recurrence: the window tiles of the multi-window 2-CTA kernels, the windows of one
+/// direction each cluster runs: `bilstm_recurrence_cluster2w4` and `_cluster2w8` keep R in
+/// registers (as the one-window kernel) and reduce a quad of four windows' dots together so
+/// that every lane runs one cell (`_cluster2w8` takes two quads in turn);
+/// `bilstm_recurrence_cluster2w16` keeps its rows of R transposed in shared memory
+/// ([`CLUSTER_TILE_SHARED_BYTES`]), each thread all four gates of one unit in a quarter of the
+/// windows.
 pub const CLUSTER_TILE_WINDOWS: [usize; 3] = [4, 8, 16];
-/// Cluster recurrence, window-tile kernels: dynamic shared bytes of a CTA, its half of R
-/// transposed (`HIDDEN` x `GATE_ROWS / 2` floats: 128 KiB).
+/// Cluster recurrence, the shared-memory window tile: dynamic shared bytes of a CTA, its half of
+/// R transposed (`HIDDEN` x `GATE_ROWS / 2` floats: 128 KiB).
 pub const CLUSTER_TILE_SHARED_BYTES: usize = HIDDEN * (GATE_ROWS / 2) * 4;
+/// Cluster recurrence: dynamic shared bytes of each window-tile kernel (same index as
+/// [`CLUSTER_TILE_WINDOWS`]): none for the register quads, [`CLUSTER_TILE_SHARED_BYTES`] for the
+/// shared-memory tile.
+pub const CLUSTER_TILE_DYNAMIC_SHARED: [usize; CLUSTER_TILE_WINDOWS.len()] =
+    [0, 0, CLUSTER_TILE_SHARED_BYTES];
 
 /// Whether a cluster kernel is built for clusters of `size` CTAs running `windows` windows each:
 /// one window with every size of [`CLUSTER_SIZES`], and with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA

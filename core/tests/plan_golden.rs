@@ -68,9 +68,10 @@ fn golden_recurrence_kinds() {
 /// (device, the cluster size and windows per cluster at each of [`BATCHES`]) for the GPUs with
 /// clusters, nominal resources (capacities estimated: 4-CTA clusters while each CTA of the
 /// `2 * batch` clusters has an SM of its own, else 2-CTA clusters, two windows each once
-/// one-window clusters need two waves, and from batch 256 the window tiles of 8 and 16 windows
-/// where their 128 KiB of shared memory fit an SM (9.0, 10.0; not the 12.0 parts, 100 KiB) and
-/// fewer waves cost less: `CLUSTER_WAVE_LAYER_US`). 2-CTA capacity (one CTA per SM): H100/H200 66,
+/// one-window clusters need two waves, and the window tiles where fewer waves cost less
+/// (`CLUSTER_WAVE_LAYER_US`): the register quads of 4 and 8 windows on every part (no dynamic
+/// shared memory), the 16-window tile only where its 128 KiB of shared memory fit an SM (9.0,
+/// 10.0; not the 12.0 parts, 100 KiB) and never cheaper than the quads with these costs). 2-CTA capacity (one CTA per SM): H100/H200 66,
 /// B200 74, RTX 5060 Ti 18, RTX 5090 85; 4-CTA clusters with an SM per CTA: 33, 37, 9, 42.
 const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
     //      1       2       7       8       9       32      33      64      256     1024
@@ -86,7 +87,7 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 2),
             (2, 8),
-            (2, 16),
+            (2, 8),
         ],
     ),
     (
@@ -101,7 +102,7 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 2),
             (2, 8),
-            (2, 16),
+            (2, 8),
         ],
     ),
     (
@@ -116,7 +117,7 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 2),
             (2, 8),
-            (2, 16),
+            (2, 4),
         ],
     ),
     (
@@ -127,11 +128,11 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 1),
             (2, 1),
-            (2, 2),
-            (2, 2),
-            (2, 2),
-            (2, 2),
-            (2, 2),
+            (2, 4),
+            (2, 4),
+            (2, 8),
+            (2, 8),
+            (2, 4),
         ],
     ),
     (
@@ -145,8 +146,8 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 1),
             (2, 2),
-            (2, 2),
-            (2, 2),
+            (2, 8),
+            (2, 4),
         ],
     ),
 ];

@@ -9,20 +9,25 @@
 //
 // Launch contract
 // - Entries: bilstm_recurrence_cluster2 (S = 2, W = 1), bilstm_recurrence_cluster4 (S = 4,
-//   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), R in registers; the window-tile
-//   entries bilstm_recurrence_cluster2w4, 2w8 and 2w16 (S = 2, W = 4, 8, 16; R in shared
-//   memory, see "The window-tile kernels" below); each (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each other, so
-//   clusters beyond the device's capacity run in later waves.
+//   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), R in registers; the register quads
+//   bilstm_recurrence_cluster2w4 and 2w8 (S = 2, W = 4 and 8, R in registers, see "The
+//   four-window register kernels" below); the window tile bilstm_recurrence_cluster2w16 (S = 2,
+//   W = 16, R in shared memory, see "The window-tile kernels" below); each
+//   (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each
+//   other, so clusters beyond the device's capacity run in later waves.
 // - Grid: (2 * ceil(batch / W) * S, 1, 1) with the cluster dimension (S, 1, 1) given at launch
 //   (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); cluster x = blockIdx.x / S runs windows (x / 2) W ..
 //   (x / 2) W + W - 1 that exist in direction x % 2 (both directions of a layer in one launch; a
 //   last cluster with fewer windows computes a copy of its last window in the missing slot and
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
 //   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
-//   (1,040 bytes for W = 1, 2,064 for W = 2). The window-tile entries: dynamic shared
+//   (1,040 bytes for W = 1, 2,064 for W = 2). The register quads: no dynamic shared memory;
+//   static, two hidden vectors of W * BILSTM_HIDDEN floats and two mbarriers a quad (4,112 bytes
+//   for W = 4, 8,224 for W = 8). The window tile (W = 16): dynamic shared
 //   BILSTM_HIDDEN * BILSTM_GATE_ROWS / 2 floats (131,072 bytes, geometry
 //   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and the same static
-//   layout (4,112 / 8,208 / 16,400 bytes for W = 4 / 8 / 16).
+//   layout as the one-window kernel (16,400 bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds
+//   the dynamic bytes of W = 4 / 8 / 16.
 // - Parameters: bl_recurrence_cluster_params (112 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
 // - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
@@ -41,7 +46,7 @@
 //   host memory): progress[w * 2 + d] is written, for every window w < batch and direction d,
 //   with the number of steps n whose rows out[(w * frames + t) * 256 + d * 128 + 0 .. 128) are
 //   visible to the host (system scope) by then: n = k * BILSTM_CLUSTER_PROGRESS_STEPS for k >= 1
-//   as the steps pass, and n = frames after the last (the window-tile entries report only
+//   as the steps pass, and n = frames after the last (the quads and the window tile report only
 //   n = frames, after the last step). The values only grow; the host zeroes the
 //   words before the launch. A kernel that ends with a lost partner may stop reporting early.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
@@ -535,7 +540,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     bl_cl_cluster_sync();
 }
 
-// ---- The window-tile kernels (bilstm_recurrence_cluster2w4 / 2w8 / 2w16) ---------------------------
+// ---- The window-tile kernel (bilstm_recurrence_cluster2w16; the template also has W = 4, 8) ------
 // A 2-CTA cluster per direction and tile of W = 4 * WPT windows. CTA rank r keeps the rows of
 // units 64 r .. 64 r + 63 (all four gates of each: 256 packed rows) transposed in dynamic shared
 // memory, R^T[k][row] (row = unit_local * 4 + gate, 1 KiB per k), so registers are free for
@@ -808,6 +813,244 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
     }
 }
 
+// ---- The four-window register kernels (bilstm_recurrence_cluster2w4 / 2w8) ----------------------
+// A 2-CTA cluster per direction and G quads of 4 windows (G = 1: 2w4; G = 2: 2w8, the quads
+// taken in turn each step, each with its own pair of mbarriers, so one quad's exchange is in
+// flight while the other computes), R in registers exactly as the
+// one-window kernel (group g = rank * 16 + threadIdx.x / 16 owns the packed rows 16 g .. 16 g +
+// 15, units 4 g .. 4 g + 3; lane j = threadIdx.x % 16 holds chain j, terms 8 j .. 8 j + 7, of
+// each), but the four windows' dots are reduced together, so that every lane ends with the four
+// gates of one (window, unit) and runs that cell itself: no lane idles in the gate math and no
+// shuffle gathers gates. Value (window w, unit-in-group u, gate q) of the 64 a lane computes
+// each step is reduced over the lane offsets 1, 2, 4, 8 (the fixed tree of numerics.cuh, as in
+// the one-window kernel: pairs of chains, quads, eights, halves) splitting, level by level, on
+// window bit 0, window bit 1, unit bit 1, unit bit 0: lane j keeps window j & 3, unit
+// 2 b2(j) + b3(j) of its group, all four gates. No select: lane j reads window
+// ((q ^ b1(j)) << 1) | (s ^ b0(j)) into pair slot q, member s, and holds the rows of unit
+// us ^ (2 b2(j) + b3(j)) in unit slot us, so what it keeps is always the lower half of its
+// slots and what it sends the upper half (the partner's order is the same with that bit
+// flipped). Pair by pair: the two windows of a pair are reduced over offset 1 before the next
+// pair's products, so 16 + 32 values are live, not 64. Each lane pushes its h to both CTAs
+// (slot s % 2, window j & 3, its unit; 2,048 bytes a step complete each CTA's mbarrier), stores
+// it to the output and keeps c in a register. Waits, slot reuse (per quad), the lost-partner
+// timeout, the stall hook and the progress report (once, after the last step) are the
+// window-tile kernel's. H200 (2026-12-01 session 8 calls 5-7, `bench --phases`): 0.71 ms a layer
+// for a wave of 64 quads (batch 128; 2 windows a cluster: 1.18 in two waves), 1.38 for a wave of
+// 64 two-quad clusters (batch 256; the 8-window shared-memory tile it replaced: 1.94); bits
+// equal to every other kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
+template <int G>
+__device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_cluster_params& p) {
+    constexpr int S = 2;
+    constexpr int Q = 4;          // windows a group (a quad)
+    constexpr int W = Q * G;      // windows a cluster
+    constexpr int ROWS = 16;
+    constexpr bl_u32 GROUP_BYTES = (bl_u32)Q * BL_CL_STEP_BYTES;
+    static_assert(G == 1 || G == 2, "one quad, or two taken in turn");
+    static_assert(BILSTM_GATE_ROWS / (S * BL_CL_GROUPS_PER_CTA) == ROWS, "16 rows a group");
+    static_assert(ROWS == 4 * BILSTM_GATES, "four units of four gates a group");
+
+    // h_s[slot][quad][window in quad][unit]; bar[slot * G + quad].
+    __shared__ __align__(16) float h_s[2][G][Q][BILSTM_HIDDEN];
+    __shared__ __align__(8) bl_u64 bar[2 * G];
+
+    const bl_u32 rank = bl_cl_rank();
+    const bl_u32 cluster = blockIdx.x / S;
+    const bl_u32 first_window = (cluster / 2) * W;
+    const bl_u32 direction = cluster % 2;
+    if (first_window >= p.batch) {
+        return;
+    }
+    const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
+    const int tid = threadIdx.x;
+    const int lane = tid % BL_CL_LANES;
+    const bl_u32 group = rank * BL_CL_GROUPS_PER_CTA + tid / BL_CL_LANES;
+    const bl_u32 frames = p.frames;
+    const bool stalled = p.stall_cta == (int)blockIdx.x;
+    const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
+    const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
+    const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
+
+    const int wb0 = lane & 1;
+    const int wb1 = (lane >> 1) & 1;
+    const int ubits = (((lane >> 2) & 1) << 1) | ((lane >> 3) & 1);
+    float r[ROWS][BL_CL_TERMS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const bl_u32 row = group * ROWS + (bl_u32)((((i >> 2) ^ ubits) << 2) | (i & 3));
+        const float4* src =
+            reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
+        const float4 a = __ldg(src);
+        const float4 b = __ldg(src + 1);
+        r[i][0] = a.x;
+        r[i][1] = a.y;
+        r[i][2] = a.z;
+        r[i][3] = a.w;
+        r[i][4] = b.x;
+        r[i][5] = b.y;
+        r[i][6] = b.z;
+        r[i][7] = b.w;
+    }
+
+    // This lane's cells: window `mine` of each quad (a copy of the last real window where it
+    // does not exist), unit `unit`.
+    const int mine = lane & 3;
+    const bl_u32 unit = group * (ROWS / BILSTM_GATES) + (bl_u32)ubits;
+    const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
+    bl_u64 window_row[G];
+    bool real[G];
+    float4 gates_next[G];
+    float c[G];
+    {
+        const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const bl_u32 slot_w = (bl_u32)(g * Q + mine);
+            real[g] = slot_w < valid;
+            window_row[g] = (bl_u64)(first_window + (real[g] ? slot_w : valid - 1u)) * frames;
+            gates_next[g] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[g] + frame0) * BILSTM_GATE_ROWS) + unit);
+            c[g] = 0.0f;
+        }
+    }
+
+    const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
+    const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0][0]);
+    if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < 2 * G; ++b) {
+            bl_cl_mbar_init(bar_addr0 + 8u * (bl_u32)b, 1);
+        }
+        bl_cl_fence_mbar_init();
+    }
+    bl_cl_cluster_sync();
+
+    bool aborted = false;
+    bool timed_out = false;
+    bl_u32 step = 0;
+    for (; step < frames; ++step) {
+        const bl_u32 slot = step & 1u;
+        const bl_u32 prev = slot ^ 1u;
+        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+        if (tid == 0) {
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                bl_cl_arrive_expect(bar_addr0 + 8u * (slot * G + (bl_u32)g), GROUP_BYTES);
+            }
+        }
+        // Every quad's products first, then every quad's cells: after the last wait the
+        // products of the last quad and the cells of the others form one straight block, so
+        // their instructions interleave (the cells' long dependent chains are hidden behind the
+        // products instead of stalling two warps a scheduler); the earlier quads' pushes wait
+        // for that block, while their next wait is a whole step away.
+        float4 gates_in[G];
+        float dots[G][BILSTM_GATES];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            gates_in[g] = gates_next[g];
+            if (step + 1u < frames) {
+                const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
+                gates_next[g] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[g] + next) * BILSTM_GATE_ROWS) + unit);
+            }
+            // The four gates' recurrent dots of this lane's cell in quad g; +0.0f at step 0.
+            float v[2 * ROWS];
+#pragma unroll
+            for (int i = 0; i < 2 * ROWS; ++i) {
+                v[i] = 0.0f;
+            }
+            if (step > 0) {
+                const bool ok = bl_cl_wait(bar_addr0 + 8u * (prev * G + (bl_u32)g), ((step - 1u) >> 1) & 1u,
+                                           p.spin_timeout_ns, p.error, &timed_out);
+                if (__any_sync(BL_FULL_MASK, !ok)) {
+                    aborted = true;
+                    break;
+                }
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    float a[2 * ROWS];
+#pragma unroll
+                    for (int s = 0; s < 2; ++s) {
+                        const int w = ((q ^ wb1) << 1) | (s ^ wb0);
+                        const float4* hv = reinterpret_cast<const float4*>(&h_s[prev][g][w][lane * BL_CL_TERMS]);
+                        const float4 ha = hv[0];
+                        const float4 hb = hv[1];
+                        const float h[BL_CL_TERMS] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+#pragma unroll
+                        for (int i = 0; i < ROWS; ++i) {
+                            a[s * ROWS + i] = bl_dot_chain8(r[i], h);
+                        }
+                    }
+                    // Offset 1, window bit 0: keep member 0, add the partner's member 1.
+#pragma unroll
+                    for (int i = 0; i < ROWS; ++i) {
+                        v[q * ROWS + i] = a[i] + __shfl_xor_sync(BL_FULL_MASK, a[ROWS + i], 1);
+                    }
+                }
+                // Offset 2 (window bit 1), 4 (unit bit 1), 8 (unit bit 0).
+                bl_cl_reduce_level<2 * ROWS, 2 * ROWS, 2>(v);
+                bl_cl_reduce_level<2 * ROWS, ROWS, 4>(v);
+                bl_cl_reduce_level<2 * ROWS, ROWS / 2, 8>(v);
+            }
+#pragma unroll
+            for (int q = 0; q < BILSTM_GATES; ++q) {
+                dots[g][q] = v[q];
+            }
+        }
+        if (aborted) {
+            break;
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const float h = bl_lstm_cell(bl_preactivation(gates_in[g].x, dots[g][0], bias.x),
+                                         bl_preactivation(gates_in[g].y, dots[g][1], bias.y),
+                                         bl_preactivation(gates_in[g].z, dots[g][2], bias.z),
+                                         bl_preactivation(gates_in[g].w, dots[g][3], bias.w), &c[g]);
+            if (!stalled) {
+                const bl_u32 dst =
+                    h_addr0 + (((slot * G + (bl_u32)g) * Q + (bl_u32)mine) * BILSTM_HIDDEN + unit) * (bl_u32)sizeof(float);
+                const bl_u32 done = bar_addr0 + 8u * (slot * G + (bl_u32)g);
+#pragma unroll
+                for (int q = 0; q < S; ++q) {
+                    bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), h, bl_cl_mapa(done, (bl_u32)q));
+                }
+            }
+            if (real[g]) {
+                p.out[(window_row[g] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] = h;
+                if (step + 1u == frames) {
+                    bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
+                                         first_window + (bl_u32)(g * Q + mine), unit, h, c[g]);
+                }
+            }
+        }
+    }
+
+    if (timed_out) {
+        bl_exchange_report_lost(p.error, p.layer, direction, step);
+    }
+    // Every push into this CTA has landed before it may leave: each quad's last phase.
+    if (tid == 0 && !aborted && frames > 0) {
+        const bl_u32 last = frames - 1u;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            bool late = false;
+            const bool landed = bl_cl_wait(bar_addr0 + 8u * ((last & 1u) * G + (bl_u32)g), (last >> 1) & 1u,
+                                           p.spin_timeout_ns, p.error, &late);
+            if (!landed && late) {
+                bl_exchange_report_lost(p.error, p.layer, direction, frames);
+            }
+        }
+    }
+    bl_cl_cluster_sync();
+    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
+        __threadfence_system();
+        for (bl_u32 w = 0; w < valid; ++w) {
+            asm volatile("st.relaxed.sys.b32 [%0], %1;"
+                         :
+                         : "l"(p.progress + ((bl_u64)(first_window + w) * 2u + direction)), "r"(frames)
+                         : "memory");
+        }
+    }
+}
+
+#define BL_CL_QUAD_BODY(G) bl_recurrence_cluster_quad<G>(p)
 #define BL_CL_TILE_BODY(WPT) bl_recurrence_cluster_tile<WPT>(p)
 #define BL_CL_ENTRY_BODY(S, W) bl_recurrence_cluster<S, W>(p)
 #else
@@ -818,6 +1061,11 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
         asm volatile("trap;"); \
     } while (0)
 #define BL_CL_TILE_BODY(WPT) \
+    do {                      \
+        (void)p;              \
+        asm volatile("trap;"); \
+    } while (0)
+#define BL_CL_QUAD_BODY(G)    \
     do {                      \
         (void)p;              \
         asm volatile("trap;"); \
@@ -841,12 +1089,12 @@ extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
     bilstm_recurrence_cluster2w4(const bl_recurrence_cluster_params p) {
-    BL_CL_TILE_BODY(1);
+    BL_CL_QUAD_BODY(1);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
     bilstm_recurrence_cluster2w8(const bl_recurrence_cluster_params p) {
-    BL_CL_TILE_BODY(2);
+    BL_CL_QUAD_BODY(2);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)

@@ -334,41 +334,48 @@ const fn cluster_kernel(
 }
 
 /// A window-tile cluster kernel: 2-CTA clusters of `CLUSTER_TILE_WINDOWS[tile]` windows,
-/// `CLUSTER_TILE_SHARED_BYTES` of dynamic shared memory.
+/// `CLUSTER_TILE_DYNAMIC_SHARED[tile]` bytes of dynamic shared memory.
 const fn cluster_tile(id: KernelId, entry: &'static str, tile: usize) -> Kernel {
     cluster_kernel(
         id,
         entry,
         2,
         geometry::CLUSTER_TILE_WINDOWS[tile] as u32,
-        geometry::CLUSTER_TILE_SHARED_BYTES,
+        geometry::CLUSTER_TILE_DYNAMIC_SHARED[tile],
     )
 }
 
-/// `bilstm_recurrence_cluster2w4`: [`RECURRENCE_CLUSTER2W8`] with tiles of 4 windows (one a
-/// thread); grid `2 * ceil(batch / 4) * 2` CTAs.
+/// `bilstm_recurrence_cluster2w4`: all steps of both directions of one layer, one 2-CTA
+/// thread-block cluster per quad of 4 windows and direction; R in registers as
+/// [`RECURRENCE_CLUSTER2`] (each lane chain `j` of its group's 16 rows), the quad's four dots
+/// reduced together so that each lane ends with the four gates of one (window, unit) and runs
+/// that cell. Cluster launch (`(2, 1, 1)`), grid `2 * ceil(batch / 4) * 2` CTAs of
+/// `CLUSTER_THREADS` (256) threads, no dynamic shared memory (4,112 static bytes),
+/// [`params::RecurrenceClusterParams`]; waits, errors and output bits as
+/// [`RECURRENCE_CLUSTER2`]'s (compute capability 9.0 or later).
 pub const RECURRENCE_CLUSTER2W4: Kernel = cluster_tile(
     KernelId::RecurrenceCluster2W4,
     "bilstm_recurrence_cluster2w4",
     0,
 );
 
-/// `bilstm_recurrence_cluster2w8`: all steps of both directions of one layer, one 2-CTA
-/// thread-block cluster per tile of 8 windows and direction; each CTA keeps its 256 packed rows
-/// of R transposed in `CLUSTER_TILE_SHARED_BYTES` (131,072) dynamic shared bytes, which the host
-/// must allow first with `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, and each thread
-/// computes all four gates of one unit in two of the tile's windows. Cluster launch
-/// (`(2, 1, 1)`), grid `2 * ceil(batch / 8) * 2` CTAs of `CLUSTER_THREADS` (256) threads,
-/// [`params::RecurrenceClusterParams`]; waits, errors and output bits as
-/// [`RECURRENCE_CLUSTER2`]'s (compute capability 9.0 or later).
+/// `bilstm_recurrence_cluster2w8`: [`RECURRENCE_CLUSTER2W4`] with two quads (8 windows) a
+/// cluster, taken in turn each step (each quad with its own mbarriers); grid
+/// `2 * ceil(batch / 8) * 2` CTAs, no dynamic shared memory (8,224 static bytes).
 pub const RECURRENCE_CLUSTER2W8: Kernel = cluster_tile(
     KernelId::RecurrenceCluster2W8,
     "bilstm_recurrence_cluster2w8",
     1,
 );
 
-/// `bilstm_recurrence_cluster2w16`: [`RECURRENCE_CLUSTER2W8`] with tiles of 16 windows (four a
-/// thread); grid `2 * ceil(batch / 16) * 2` CTAs.
+/// `bilstm_recurrence_cluster2w16`: all steps of both directions of one layer, one 2-CTA
+/// thread-block cluster per tile of 16 windows and direction; each CTA keeps its 256 packed rows
+/// of R transposed in `CLUSTER_TILE_SHARED_BYTES` (131,072) dynamic shared bytes, which the host
+/// must allow first with `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`, and each thread
+/// computes all four gates of one unit in four of the tile's windows. Cluster launch
+/// (`(2, 1, 1)`), grid `2 * ceil(batch / 16) * 2` CTAs of `CLUSTER_THREADS` (256) threads,
+/// [`params::RecurrenceClusterParams`]; waits, errors and output bits as
+/// [`RECURRENCE_CLUSTER2`]'s (compute capability 9.0 or later).
 pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
     KernelId::RecurrenceCluster2W16,
     "bilstm_recurrence_cluster2w16",

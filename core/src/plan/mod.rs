@@ -49,10 +49,10 @@ use crate::coop::CoopSchedule;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
 use crate::geometry::{
-    BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, CLUSTER_TILE_SHARED_BYTES, CLUSTER_TILE_WINDOWS,
-    HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE, PROJ_TF32_SHARED_BYTES,
-    PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES, PROJ_WG_SHARED_BYTES,
-    RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
+    BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, CLUSTER_TILE_DYNAMIC_SHARED,
+    CLUSTER_TILE_WINDOWS, HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE,
+    PROJ_TF32_SHARED_BYTES, PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES,
+    PROJ_WG_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
@@ -185,9 +185,10 @@ pub struct KernelResources {
 }
 
 /// Registers per thread of the window-tile cluster kernels of 4, 8 and 16 windows (ptxas 13.0
-/// for sm_90, 2026-12-01: 105, 120 and 181, no spills): one 256-thread CTA per SM with their
-/// [`CLUSTER_TILE_SHARED_BYTES`] of dynamic shared memory anyway.
-pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [105, 120, 181];
+/// for sm_90a, 2026-12-01 session 8: 254, 254 and 181, no spills): one 256-thread CTA per SM
+/// (the register quads by their registers, the 16-window tile by its
+/// [`CLUSTER_TILE_SHARED_BYTES`](crate::geometry::CLUSTER_TILE_SHARED_BYTES) of dynamic shared memory).
+pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [254, 254, 181];
 
 /// Registers per thread of the warpgroup-MMA 3xTF32 projection (`bilstm_projection_tf32x3_wgmma`,
 /// ptxas 13.0 for sm_90a, 2026-12-01): one 256-thread block per SM, which its
@@ -259,8 +260,9 @@ impl KernelResources {
     ///   and no driver figure of the cluster capacity (`max_active_clusters` all
     ///   `None`: plans estimate it);
     /// - window-tile cluster kernels: [`CLUSTER_THREADS`] threads, [`CLUSTER_TILE_REGISTERS`],
-    ///   two hidden-state slots and two mbarriers static, [`CLUSTER_TILE_SHARED_BYTES`] dynamic,
-    ///   no driver figure (`tile_max_active_clusters` all `None`).
+    ///   [`CLUSTER_TILE_STATIC_SHARED_BYTES`] static, [`CLUSTER_TILE_DYNAMIC_SHARED`] dynamic (the
+    ///   16-window tile's [`CLUSTER_TILE_SHARED_BYTES`](crate::geometry::CLUSTER_TILE_SHARED_BYTES)), no driver figure
+    ///   (`tile_max_active_clusters` all `None`).
     pub const fn nominal() -> Self {
         const fn usage(
             threads: usize,
@@ -322,20 +324,20 @@ impl KernelResources {
                 usage(
                     CLUSTER_THREADS,
                     CLUSTER_TILE_REGISTERS[0],
-                    cluster_tile_static_bytes(CLUSTER_TILE_WINDOWS[0]),
-                    CLUSTER_TILE_SHARED_BYTES,
+                    CLUSTER_TILE_STATIC_SHARED_BYTES[0],
+                    CLUSTER_TILE_DYNAMIC_SHARED[0],
                 ),
                 usage(
                     CLUSTER_THREADS,
                     CLUSTER_TILE_REGISTERS[1],
-                    cluster_tile_static_bytes(CLUSTER_TILE_WINDOWS[1]),
-                    CLUSTER_TILE_SHARED_BYTES,
+                    CLUSTER_TILE_STATIC_SHARED_BYTES[1],
+                    CLUSTER_TILE_DYNAMIC_SHARED[1],
                 ),
                 usage(
                     CLUSTER_THREADS,
                     CLUSTER_TILE_REGISTERS[2],
-                    cluster_tile_static_bytes(CLUSTER_TILE_WINDOWS[2]),
-                    CLUSTER_TILE_SHARED_BYTES,
+                    CLUSTER_TILE_STATIC_SHARED_BYTES[2],
+                    CLUSTER_TILE_DYNAMIC_SHARED[2],
                 ),
             ],
             tile_max_active_clusters: [None; CLUSTER_TILE_WINDOWS.len()],
@@ -413,11 +415,15 @@ impl KernelResources {
     }
 }
 
-/// Static shared bytes of the window-tile kernel of `windows` windows: two hidden-state slots of
-/// `HIDDEN x windows` floats plus two mbarriers (ptxas: 4,112 / 8,208 / 16,400).
-const fn cluster_tile_static_bytes(windows: usize) -> usize {
-    2 * HIDDEN * windows * F32_BYTES + 2 * MBARRIER_BYTES
-}
+/// Static shared bytes of the window-tile kernels (same index as [`CLUSTER_TILE_WINDOWS`]): two
+/// hidden-state slots of `HIDDEN x windows` floats plus two mbarriers a quad (the register
+/// quads: one quad for 4 windows, two for 8) or two (the 16-window tile); ptxas: 4,112 / 8,224 /
+/// 16,400.
+pub const CLUSTER_TILE_STATIC_SHARED_BYTES: [usize; CLUSTER_TILE_WINDOWS.len()] = [
+    2 * HIDDEN * CLUSTER_TILE_WINDOWS[0] * F32_BYTES + 2 * MBARRIER_BYTES,
+    2 * HIDDEN * CLUSTER_TILE_WINDOWS[1] * F32_BYTES + 4 * MBARRIER_BYTES,
+    2 * HIDDEN * CLUSTER_TILE_WINDOWS[2] * F32_BYTES + 2 * MBARRIER_BYTES,
+];
 
 /// The position of `windows` in [`CLUSTER_TILE_WINDOWS`].
 pub(crate) const fn tile_slot(windows: usize) -> Option<usize> {

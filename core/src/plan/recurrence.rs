@@ -58,8 +58,8 @@ pub enum ClusterWindows {
         /// Co-resident clusters.
         capacity: usize,
     },
-    /// A window-tile kernel (R in shared memory): cheaper than two-window clusters by
-    /// [`CLUSTER_WAVE_LAYER_US`].
+    /// A window-tile kernel (the register quads of 4 or 8 windows, or the 16-window tile with R
+    /// in shared memory): cheaper than two-window clusters by [`CLUSTER_WAVE_LAYER_US`].
     Tile {
         /// Windows per cluster.
         windows: usize,
@@ -110,9 +110,14 @@ impl fmt::Display for ClusterWindows {
                 two_window_us,
             } => write!(
                 f,
-                "{windows} windows per cluster, R in shared memory ({waves} wave(s) of {capacity}: \
-                 about {}.{:02} ms a layer against {}.{:02} with two-window clusters; H200 per-wave \
-                 layer times 0.59 / 1.94 / 2.77 ms for 2 / 8 / 16 windows)",
+                "{windows} windows per cluster, R in {} ({waves} wave(s) of {capacity}: about \
+                 {}.{:02} ms a layer against {}.{:02} with two-window clusters; H200 per-wave \
+                 layer times 0.59 / 0.71 / 1.38 / 2.77 ms for 2 / 4 / 8 / 16 windows)",
+                if windows < 16 {
+                    "registers"
+                } else {
+                    "shared memory"
+                },
                 layer_us / 1000,
                 layer_us % 1000 / 10,
                 two_window_us / 1000,
@@ -143,16 +148,18 @@ pub struct WindowsDecision {
 }
 
 /// Microseconds one wave of 2-CTA clusters takes for one layer (589 steps), for the register
-/// kernel with [`CLUSTER_MAX_WINDOWS`] windows and the window-tile kernels of 8 and 16 windows:
-/// the per-wave costs [`choose_cluster_windows`] compares.
+/// kernel with [`CLUSTER_MAX_WINDOWS`] windows and the window-tile kernels of 4, 8 and 16
+/// windows: the per-wave costs [`choose_cluster_windows`] compares.
 ///
-/// Measured on the H200 (2026-12-01, session 6 calls 4-5, `bench --phases`, recurrence ms per
-/// layer over the waves of the grid): two windows 0.592 (batch 64, one wave of 64 clusters);
-/// 8 windows 1.938 (batch 256, one wave of 64); 16 windows 2.766 (batch 256: one wave of 32,
-/// 2.760; batch 1024: two waves, 5.544). The 4-window tile (2.99 us a step) is never cheaper and
-/// is not chosen (batch 128: 9.90 ms against 7.58 with two-window clusters).
-pub const CLUSTER_WAVE_LAYER_US: [(usize, usize); 3] =
-    [(CLUSTER_MAX_WINDOWS, 592), (8, 1938), (16, 2766)];
+/// Measured on the H200 (`bench --phases`, recurrence ms per layer over the waves of the grid):
+/// two windows 0.592 (2026-12-01 session 6 calls 4-5, batch 64, one wave of 64 clusters; 0.593
+/// in session 8 call 5); 16 windows (R in shared memory) 2.766 (session 6: batch 256, one wave
+/// of 32, 2.760; batch 1024, two waves, 5.544); the register quads of session 8: 4 windows
+/// 0.707-0.718 (calls 5-7, batch 128, one wave of 64; batch 256, two waves, 1.409-1.431), 8
+/// windows (two quads in turn) 1.373-1.389 (calls 6-7, batch 256, one wave of 64; the
+/// shared-memory 8-window tile they replaced took 1.938).
+pub const CLUSTER_WAVE_LAYER_US: [(usize, usize); 4] =
+    [(CLUSTER_MAX_WINDOWS, 592), (4, 710), (8, 1380), (16, 2766)];
 
 /// Chooses how many windows each cluster of `capacity`'s size runs for `batch` windows: one
 /// while all `2 * batch` one-window clusters fit one wave, else (2-CTA clusters only) the

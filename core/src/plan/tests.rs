@@ -766,8 +766,10 @@ fn real_kernel_figures_change_the_plan() {
 fn h200_with_the_drivers_cluster_capacity_runs_2_cta_clusters_at_batch_32() {
     // The H200 driver's query (bench/NOTES.md, cluster harness): 66 two-CTA and 62 four-CTA
     // clusters co-resident (31 with an SM per CTA), so batch 16 to 33 takes 2-CTA clusters in
-    // one wave and from 34 two windows per 2-CTA cluster, from 256 the window tiles (66
-    // co-resident: one CTA per SM) where fewer of their waves cost less (session 6 call 5).
+    // one wave and from 34 two windows per 2-CTA cluster, from 67 the window tiles (66
+    // co-resident: one CTA per SM) where fewer of their waves cost less: the register quads of 4
+    // and 8 windows, whose per-wave costs (session 8 calls 5-7) beat the 16-window tile at every
+    // batch measured.
     let h200 = table::find("h200").unwrap().facts;
     let r = KernelResources {
         max_active_clusters: [Some(66), Some(62)],
@@ -784,14 +786,17 @@ fn h200_with_the_drivers_cluster_capacity_runs_2_cta_clusters_at_batch_32() {
         (34, 2, 2, 1),
         (64, 2, 2, 1),
         (66, 2, 2, 1),
-        (67, 2, 2, 2),
-        (128, 2, 2, 2),
-        (192, 2, 2, 3),
+        (67, 2, 4, 1),
+        (128, 2, 4, 1),
+        (132, 2, 4, 1),
+        (133, 2, 8, 1),
+        (192, 2, 8, 1),
         (256, 2, 8, 1),
-        (384, 2, 16, 1),
-        (512, 2, 16, 1),
-        (768, 2, 16, 2),
-        (1024, 2, 16, 2),
+        (264, 2, 8, 1),
+        (384, 2, 4, 3),
+        (512, 2, 8, 2),
+        (768, 2, 8, 3),
+        (1024, 2, 8, 4),
     ] {
         let p = select_on(&query(h200), &r, &shape, batch, MathMode::Fp32).unwrap();
         let s = *p.cluster_schedule().unwrap();

@@ -1,0 +1,115 @@
+//! A lane-by-lane model of `recurrence_cluster.cu`'s four-window register kernels
+//! (`bl_recurrence_cluster_quad`: `bilstm_recurrence_cluster2w4`, and `_cluster2w8` with two
+//! quads taken in turn), CPU only: lane `j` of a 16-lane row group computes chain `j` of its
+//! group's 16 rows for each of a quad's four windows, reads window
+//! `((q ^ b1(j)) << 1) | (s ^ b0(j))` into pair slot `q`, member `s`, holds the rows of unit
+//! `us ^ (2 b2(j) + b3(j))` in unit slot `us`, reduces each pair over lane offset 1 and then all
+//! over offsets 2, 4 and 8, keeping the lower half each time. Every lane must end with exactly
+//! the fixed pairwise tree of `numerics.cuh` for the four gates of one (window, unit): window
+//! `j & 3`, unit `4 g + 2 b2(j) + b3(j)` of its group `g`; and the lanes of a cluster must cover
+//! every (window, unit) of the quad exactly once.
+//!
+//! The model restates the kernel's index arithmetic (it cannot run CUDA); keep the two in step.
+
+// The model indexes lanes and slots the way the kernel does.
+#![allow(clippy::needless_range_loop)]
+
+mod lane_model;
+
+use bilstm_core::geometry::{CLUSTER_GROUP_LANES, CLUSTER_THREADS, GATE_ROWS, GATES, HIDDEN};
+use lane_model::{LANES, reduce_level_lower, shfl_xor, tree16, value};
+
+/// CTAs of the quad kernels' clusters.
+const CTAS: usize = 2;
+/// Rows a group (the kernel's `ROWS`).
+const ROWS: usize = 16;
+/// Windows a quad.
+const QUAD: usize = 4;
+/// Row groups per CTA.
+const GROUPS_PER_CTA: usize = CLUSTER_THREADS / CLUSTER_GROUP_LANES;
+
+/// The kernel's per-lane bits: window bit 0, window bit 1, the unit-slot mask.
+fn bits(j: usize) -> (usize, usize, usize) {
+    (j & 1, (j >> 1) & 1, (((j >> 2) & 1) << 1) | ((j >> 3) & 1))
+}
+
+/// Chain `j` of packed row `row` in window `w` (order-sensitive values).
+fn chain(row: usize, w: usize, j: usize) -> f32 {
+    value(((row * QUAD + w) * 16 + j) as u64 + 77)
+}
+
+/// Runs warp `warp` (global, two groups) through one quad step and returns, per lane, the four
+/// values it keeps and its (window, unit).
+fn run_warp(warp: usize) -> Vec<([f32; GATES], usize, usize)> {
+    let group_of = |l: usize| warp * (LANES / CLUSTER_GROUP_LANES) + l / CLUSTER_GROUP_LANES;
+    // Slot us * 4 + gate of lane l holds row (group * 4 + (us ^ ubits)) * 4 + gate.
+    let row_of = |l: usize, i: usize| {
+        let (_, _, ubits) = bits(l % CLUSTER_GROUP_LANES);
+        group_of(l) * ROWS + ((((i >> 2) ^ ubits) << 2) | (i & 3))
+    };
+    let mut v = [[0.0f32; 2 * ROWS]; LANES];
+    for q in 0..2 {
+        let mut a = [[0.0f32; 2 * ROWS]; LANES];
+        for l in 0..LANES {
+            let j = l % CLUSTER_GROUP_LANES;
+            let (wb0, wb1, _) = bits(j);
+            for s in 0..2 {
+                let w = ((q ^ wb1) << 1) | (s ^ wb0);
+                for i in 0..ROWS {
+                    a[l][s * ROWS + i] = chain(row_of(l, i), w, j);
+                }
+            }
+        }
+        // Offset 1: keep member 0, add the partner's member 1.
+        for i in 0..ROWS {
+            let upper: [f32; LANES] = std::array::from_fn(|l| a[l][ROWS + i]);
+            let partner = shfl_xor(&upper, 1);
+            for l in 0..LANES {
+                v[l][q * ROWS + i] = a[l][i] + partner[l];
+            }
+        }
+    }
+    reduce_level_lower(&mut v, 2 * ROWS, 2);
+    reduce_level_lower(&mut v, ROWS, 4);
+    reduce_level_lower(&mut v, ROWS / 2, 8);
+    (0..LANES)
+        .map(|l| {
+            let j = l % CLUSTER_GROUP_LANES;
+            let (_, _, ubits) = bits(j);
+            let unit = group_of(l) * (ROWS / GATES) + ubits;
+            (std::array::from_fn(|g| v[l][g]), j & 3, unit)
+        })
+        .collect()
+}
+
+#[test]
+fn the_quad_geometry_covers_r_in_whole_units() {
+    assert_eq!(CTAS * GROUPS_PER_CTA * ROWS, GATE_ROWS);
+    assert_eq!(ROWS, 4 * GATES);
+    // A CTA's lanes: one cell each, four windows of its 64 units.
+    assert_eq!(CLUSTER_THREADS, QUAD * HIDDEN / CTAS);
+}
+
+#[test]
+fn every_lane_gets_the_tree_of_each_gate_of_its_window_and_unit() {
+    let warps = CTAS * CLUSTER_THREADS / LANES;
+    let mut seen = vec![0u32; QUAD * HIDDEN];
+    for warp in 0..warps {
+        for (l, (got, w, unit)) in run_warp(warp).into_iter().enumerate() {
+            seen[w * HIDDEN + unit] += 1;
+            for (gate, g) in got.into_iter().enumerate() {
+                let row = unit * GATES + gate;
+                let c: [f32; 16] = std::array::from_fn(|k| chain(row, w, k));
+                assert_eq!(
+                    g.to_bits(),
+                    tree16(&c).to_bits(),
+                    "warp {warp} lane {l}: window {w} unit {unit} gate {gate}"
+                );
+            }
+        }
+    }
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "every (window, unit) of the quad has exactly one lane"
+    );
+}
