@@ -505,9 +505,11 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
         const bl_u32 b_base = a_base + BL_WG_A_FLOATS * 4;
         bl_x3_copy_activations<BL_WG_ROWS, BL_WG_KT, BL_WG_LDA>(a_base, x, m0, rows, in_width, kt * BL_WG_KT,
                                                                 x_chunks, tid);
-        // Both parts' images of this K tile: contiguous 16-byte chunks.
+        // The parts' images of this K tile that the products read (3xTF32: both; TF32: the high
+        // part only): contiguous 16-byte chunks.
+        constexpr int PARTS = PRODUCTS == 3 ? 2 : 1;
 #pragma unroll
-        for (int i = 0; i < 2 * BL_WG_B_FLOATS / BL_X3_VEC / BILSTM_BLOCK_THREADS; ++i) {
+        for (int i = 0; i < PARTS * BL_WG_B_FLOATS / BL_X3_VEC / BILSTM_BLOCK_THREADS; ++i) {
             const int e = tid + i * BILSTM_BLOCK_THREADS;
             const int part = e / (BL_WG_B_FLOATS / BL_X3_VEC);
             const int chunk = e % (BL_WG_B_FLOATS / BL_X3_VEC);

@@ -195,8 +195,9 @@ pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [254, 254,
 /// [`PROJ_WG_SHARED_BYTES`] allow anyway.
 pub const PROJ_WG_REGISTERS: u32 = 250;
 /// Registers per thread of its TF32 twin (`bilstm_projection_tf32_wgmma`, ptxas 13.0 for
-/// sm_90a, 2026-12-01): also one block per SM (the same shared bytes).
-pub const PROJ_WG_TF32_REGISTERS: u32 = 176;
+/// sm_90a, 2026-12-01 session 8: 144 since it copies only the high part of the weight image;
+/// 176 before): also one block per SM (the same shared bytes).
+pub const PROJ_WG_TF32_REGISTERS: u32 = 144;
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
 /// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the
