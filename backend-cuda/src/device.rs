@@ -278,7 +278,7 @@ impl Kernels {
                 });
             }
             if k.cluster_size().is_some() {
-                // A kernel no SM can hold (the window tiles' 128 KiB of shared memory on a GPU
+                // A kernel no SM can hold (the 16-window tile's 128 KiB of shared memory on a GPU
                 // with less) runs no cluster; the driver is not asked (it may refuse the
                 // launch configuration instead of answering 0).
                 let clusters = if device.info.facts.max_cluster_size > 0 && r.blocks_per_sm > 0 {

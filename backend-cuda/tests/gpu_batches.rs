@@ -167,10 +167,10 @@ fn passes_of_128_and_256_windows_give_the_same_bits() {
     );
 }
 
-/// The window-tile cluster kernels (2-CTA clusters of 4, 8 and 16 windows, R in shared memory),
-/// forced: every window of batches 1 to 257 (partial last tiles included), device-resident and
-/// through the host path (unsplit with the zero-copy output and its one progress report, and
-/// chunked), has the bits it has run alone with the plan's kernels.
+/// The window-tile cluster kernels (2-CTA clusters of 4 and 8 windows with R in registers, 16
+/// with R in shared memory), forced: every window of batches 1 to 257 (partial last tiles
+/// included), device-resident and through the host path (unsplit with the zero-copy output and
+/// its one progress report, and chunked), has the bits it has run alone with the plan's kernels.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn window_tile_kernels_give_every_window_its_batch_one_bits() {

@@ -86,8 +86,8 @@ fn small_cluster2w2_pass_for_sanitizers() {
     cluster2_pass(3, 2);
 }
 
-/// The window-tile cluster kernels (2-CTA clusters of 4, 8 and 16 windows, R in shared memory),
-/// each with a partial last tile (batch = tile + 1).
+/// The window-tile cluster kernels (2-CTA clusters of 4 and 8 windows with R in registers, 16
+/// with R in shared memory), each with a partial last tile (batch = tile + 1).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_cluster_tile_passes_for_sanitizers() {

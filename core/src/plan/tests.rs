@@ -597,7 +597,8 @@ fn window_tiles_are_forced_where_their_shared_memory_fits() {
             check_invariants("h200-tile", &h200, &r, &p);
         }
     }
-    // The RTX 5090 (12.0, 100 KiB a SM): no tile fits, and forcing one says so.
+    // The RTX 5090 (12.0, 100 KiB a SM): the 16-window tile does not fit (the register quads
+    // need no dynamic shared memory), and forcing it says so.
     let rtx5090 = table::find("rtx5090").unwrap().facts;
     let e = select_with(&rtx5090, &r, &shape, 1024, MathMode::Fp32, &tile(16)).unwrap_err();
     assert_eq!(
