@@ -259,6 +259,36 @@ __device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS]) {
     }
 }
 
+// Chain `lane` (terms 8 lane .. 8 lane + 7) of packed row `row` of R into registers.
+__device__ __forceinline__ void bl_cl_load_chain(float (&ri)[BL_CL_TERMS], const float* recurrent, bl_u32 row,
+                                                 int lane) {
+    const float4* src = reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
+    const float4 a = __ldg(src);
+    const float4 b = __ldg(src + 1);
+    ri[0] = a.x;
+    ri[1] = a.y;
+    ri[2] = a.z;
+    ri[3] = a.w;
+    ri[4] = b.x;
+    ri[5] = b.y;
+    ri[6] = b.z;
+    ri[7] = b.w;
+}
+
+// The one progress report of the kernels that report only the end (the quads and the window
+// tile; host-memory output only): after the closing cluster barrier, which orders every thread's
+// stores before it, a system-scope fence and `frames` for each valid window of the cluster.
+__device__ __forceinline__ void bl_cl_report_end(bl_u32* progress, bl_u32 first_window, bl_u32 valid,
+                                                 bl_u32 direction, bl_u32 frames) {
+    __threadfence_system();
+    for (bl_u32 w = 0; w < valid; ++w) {
+        asm volatile("st.relaxed.sys.b32 [%0], %1;"
+                     :
+                     : "l"(progress + ((bl_u64)(first_window + w) * 2u + direction)), "r"(frames)
+                     : "memory");
+    }
+}
+
 // The writer warp's store of one step's rows: lane l writes units 4l .. 4l + 3 of this
 // direction's half of row `frame` of every valid window (row[w] holds them for window w).
 template <int W>
@@ -343,18 +373,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const bl_u32 row = group * ROWS + (bl_u32)(i ^ order);
-        const float4* src =
-            reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
-        const float4 a = __ldg(src);
-        const float4 b = __ldg(src + 1);
-        r[i][0] = a.x;
-        r[i][1] = a.y;
-        r[i][2] = a.z;
-        r[i][3] = a.w;
-        r[i][4] = b.x;
-        r[i][5] = b.y;
-        r[i][6] = b.z;
-        r[i][7] = b.w;
+        bl_cl_load_chain(r[i], recurrent, row, lane);
     }
 
     // The cell lanes: lane j < UNITS_PER_GROUP owns unit rev_{LEVELS-2}(j) of the group, in each
@@ -803,13 +822,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
     // Progress (host-memory output only): one report after the last step, once every thread of
     // both CTAs has stored its rows (the cluster barrier above orders them before this).
     if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
-        __threadfence_system();
-        for (bl_u32 w = 0; w < valid; ++w) {
-            asm volatile("st.relaxed.sys.b32 [%0], %1;"
-                         :
-                         : "l"(p.progress + ((bl_u64)(first_window + w) * 2u + direction)), "r"(frames)
-                         : "memory");
-        }
+        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
     }
 }
 
@@ -877,18 +890,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const bl_u32 row = group * ROWS + (bl_u32)((((i >> 2) ^ ubits) << 2) | (i & 3));
-        const float4* src =
-            reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
-        const float4 a = __ldg(src);
-        const float4 b = __ldg(src + 1);
-        r[i][0] = a.x;
-        r[i][1] = a.y;
-        r[i][2] = a.z;
-        r[i][3] = a.w;
-        r[i][4] = b.x;
-        r[i][5] = b.y;
-        r[i][6] = b.z;
-        r[i][7] = b.w;
+        bl_cl_load_chain(r[i], recurrent, row, lane);
     }
 
     // This lane's cells: window `mine` of each quad (a copy of the last real window where it
@@ -1040,13 +1042,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
     bl_cl_cluster_sync();
     if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
-        __threadfence_system();
-        for (bl_u32 w = 0; w < valid; ++w) {
-            asm volatile("st.relaxed.sys.b32 [%0], %1;"
-                         :
-                         : "l"(p.progress + ((bl_u64)(first_window + w) * 2u + direction)), "r"(frames)
-                         : "memory");
-        }
+        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
     }
 }
 

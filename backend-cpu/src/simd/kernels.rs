@@ -967,6 +967,34 @@ mod tests {
         );
     }
 
+    /// The kernels the timing tests time: every ISA with its default tiles, then the 512-bit
+    /// kernels with each variant of the sweep (`BILSTM_CPU_TILES`) but the default.
+    fn timed_paths() -> Vec<(Isa, Tiles)> {
+        let isas = Isa::available().into_iter().filter(|i| i.is_avx2_fma());
+        let zmm = Isa::available().into_iter().filter(|i| i.is_512_bit());
+        let variants = zmm.flat_map(|isa| {
+            Tiles::SWEEP[1..]
+                .iter()
+                .filter_map(move |t| Some((isa, Tiles::parse(t)?)))
+        });
+        isas.map(|i| (i, Tiles::default()))
+            .chain(variants)
+            .collect()
+    }
+
+    /// The projection strips, the recurrent strips and the sequential layout `tiles` reads on
+    /// `isa` (empty when none), where the backend would put them for those tiles.
+    fn placed(isa: Isa, tiles: Tiles, strips: &[f32], r_strips: &[f32]) -> [AlignedBuf; 3] {
+        let seq = tiles
+            .single
+            .seq_strips()
+            .filter(|_| isa.is_512_bit())
+            .map(|ns| pack_seq(r_strips, ns))
+            .unwrap_or_default();
+        [strips, r_strips, seq.as_slice()]
+            .map(|v| AlignedBuf::copy_of(v, tiles.align64).unwrap_or_default())
+    }
+
     /// Where a batch-1 forward's time goes on one thread, per instruction set (not a check:
     /// `--ignored --nocapture phase_timings`, on a quiet machine). Per direction and layer:
     /// the projection of 589 rows at K = 60 and K = 256, the recurrence of 589 steps (product
@@ -998,26 +1026,10 @@ mod tests {
         rng.fill_normal_f32(&mut x);
         let gates = vec![0.0f32; FRAMES * COLS];
         let (mut hseq, mut h, mut c) = (vec![0.0f32; FRAMES * H], [0.0f32; H], [0.0f32; H]);
-        // Every ISA with its default tiles, then the 512-bit kernels with each variant of the
-        // sweep (BILSTM_CPU_TILES) but the default.
-        let isas = Isa::available().into_iter().filter(|i| i.is_avx2_fma());
-        let zmm = Isa::available().into_iter().filter(|i| i.is_512_bit());
-        let variants = zmm.flat_map(|isa| {
-            Tiles::SWEEP[1..]
-                .iter()
-                .filter_map(move |t| Some((isa, Tiles::parse(t)?)))
-        });
-        for (isa, tiles) in isas.map(|i| (i, Tiles::default())).chain(variants) {
-            let seq = tiles
-                .single
-                .seq_strips()
-                .filter(|_| isa.is_512_bit())
-                .map(|ns| pack_seq(&r_strips, ns))
-                .unwrap_or_default();
+        for (isa, tiles) in timed_paths() {
             // The weights and the gates where the backend would put them for these tiles.
-            let a = tiles.align64;
-            let copy = |v: &[f32]| AlignedBuf::copy_of(v, a).unwrap_or_default();
-            let (strips, r_strips, seq) = (copy(&strips), copy(&r_strips), copy(&seq));
+            let copy = |v: &[f32]| AlignedBuf::copy_of(v, tiles.align64).unwrap_or_default();
+            let [strips, r_strips, seq] = placed(isa, tiles, &strips, &r_strips);
             let (strips, r_strips, seq) = (strips.as_slice(), r_strips.as_slice(), seq.as_slice());
             let mut gates_buf = copy(&gates);
             let gates = gates_buf.as_mut_slice();
@@ -1121,24 +1133,9 @@ mod tests {
         let x2 = x.clone();
         let mut hseq = vec![0.0f32; rows * H];
         let (mut h, mut c) = (vec![0.0f32; batch * H], vec![0.0f32; batch * H]);
-        // Every ISA with its default tiles, then the 512-bit kernels with each sweep variant.
-        let isas = Isa::available().into_iter().filter(|i| i.is_avx2_fma());
-        let zmm = Isa::available().into_iter().filter(|i| i.is_512_bit());
-        let variants = zmm.flat_map(|isa| {
-            Tiles::SWEEP[1..]
-                .iter()
-                .filter_map(move |t| Some((isa, Tiles::parse(t)?)))
-        });
-        for (isa, tiles) in isas.map(|i| (i, Tiles::default())).chain(variants) {
-            let seq = tiles
-                .single
-                .seq_strips()
-                .filter(|_| isa.is_512_bit())
-                .map(|ns| pack_seq(&r_strips, ns))
-                .unwrap_or_default();
-            let a = tiles.align64;
-            let copy = |v: &[f32]| AlignedBuf::copy_of(v, a).unwrap_or_default();
-            let (sw, rw, seq) = (copy(&strips), copy(&r_strips), copy(&seq));
+        for (isa, tiles) in timed_paths() {
+            let copy = |v: &[f32]| AlignedBuf::copy_of(v, tiles.align64).unwrap_or_default();
+            let [sw, rw, seq] = placed(isa, tiles, &strips, &r_strips);
             for &chunk in &chunks {
                 let mut gates_buf = copy(&vec![0.0f32; batch * chunk * COLS]);
                 let gates = gates_buf.as_mut_slice();
