@@ -6,6 +6,13 @@
 //! of this file use (the types are private to this module; [`A16`] only in the entry points
 //! that enable AVX-512F), or one of those entry points, which [`super`]'s dispatchers call only
 //! with an [`super::Isa`] built after detection.
+//!
+//! Keep the kernels free of closures that take or return vectors unless LLVM inlines them: a
+//! closure does not inherit its caller's `#[target_feature]`s, and one that stays a call passes
+//! its vectors through memory (session 8: one such closure in the pointwise pass made the
+//! 512-bit recurrence about 20 % slower, `bench/NOTES.md`). After editing the kernels, check
+//! that `objdump -d` of the entry points (`bilstm_cpu::simd::x86::zmm::recurrence`, ...) shows
+//! no calls to `{{closure}}` symbols.
 
 use std::arch::x86_64::{
     __m256, __m512, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T0,
