@@ -243,6 +243,9 @@ def main():
         return
     if not args.bilstm:
         p.error("--bilstm is required (except with --save-model)")
+    for path in [args.bilstm] + [c.strip() for c in (args.compare or "").split(",") if c.strip()]:
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            p.error(f"{path}: not an executable file (--bilstm / --compare)")
     if args.ort_path:
         sys.path.insert(0, os.path.abspath(args.ort_path))
     try:

@@ -208,12 +208,16 @@ __device__ __forceinline__ void bl_cl_push(bl_u32 dst, float value, bl_u32 bar) 
                  : "memory");
 }
 
-// Thread 0 initialises the two step mbarriers (at bar_addr0 and bar_addr0 + 8, one arrival
-// each) and makes them visible to the cluster; the caller's cluster barrier follows.
+// Thread 0 initialises N step mbarriers (at bar_addr0, bar_addr0 + 8, ..., one arrival each;
+// two for a slot pair, two a quad for the quads) and makes them visible to the cluster; the
+// caller's cluster barrier follows.
+template <int N = 2>
 __device__ __forceinline__ void bl_cl_init_step_barriers(int tid, bl_u32 bar_addr0) {
     if (tid == 0) {
-        bl_cl_mbar_init(bar_addr0, 1);
-        bl_cl_mbar_init(bar_addr0 + 8u, 1);
+#pragma unroll
+        for (int b = 0; b < N; ++b) {
+            bl_cl_mbar_init(bar_addr0 + 8u * (bl_u32)b, 1);
+        }
         bl_cl_fence_mbar_init();
     }
 }
@@ -559,7 +563,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     bl_cl_cluster_sync();
 }
 
-// ---- The window-tile kernel (bilstm_recurrence_cluster2w16; the template also has W = 4, 8) ------
+// ---- The window-tile kernel (bilstm_recurrence_cluster2w16) -------------------------------------
 // A 2-CTA cluster per direction and tile of W = 4 * WPT windows. CTA rank r keeps the rows of
 // units 64 r .. 64 r + 63 (all four gates of each: 256 packed rows) transposed in dynamic shared
 // memory, R^T[k][row] (row = unit_local * 4 + gate, 1 KiB per k), so registers are free for
@@ -584,7 +588,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
     constexpr int UNITS = BILSTM_HIDDEN / S;             // units per CTA: 64
     constexpr int ROWS = UNITS * BILSTM_GATES;           // R^T row length: 256
     constexpr bl_u32 STEP_BYTES = (bl_u32)(W * BILSTM_HIDDEN * sizeof(float));
-    static_assert(WPT == 1 || WPT == 2 || WPT == 4, "one, two or four windows a thread");
+    static_assert(WPT == 4, "four windows a thread: the 16-window tile (4 and 8 run the quads)");
     static_assert(BL_CL_THREADS == UNITS * 4, "one thread per unit and window group");
     static_assert(BILSTM_DOT_CHAINS == 16 && BL_CL_TERMS == 8, "16 chains of 8 terms");
 
@@ -707,20 +711,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
                 for (int m = 0; m < BL_CL_TERMS; ++m) {
                     const int k = j * BL_CL_TERMS + m;
                     const float4 rv = *reinterpret_cast<const float4*>(&r_t[k * ROWS + unit_local * 4]);
-                    float hv[WPT];
-                    if (WPT == 4) {
-                        const float4 h4 = *reinterpret_cast<const float4*>(&h_t[prev][k][group * WPT]);
-                        hv[0] = h4.x;
-                        hv[1] = h4.y;
-                        hv[WPT > 2 ? 2 : 0] = h4.z;
-                        hv[WPT > 3 ? 3 : 0] = h4.w;
-                    } else if (WPT == 2) {
-                        const float2 h2 = *reinterpret_cast<const float2*>(&h_t[prev][k][group * WPT]);
-                        hv[0] = h2.x;
-                        hv[WPT > 1 ? 1 : 0] = h2.y;
-                    } else {
-                        hv[0] = h_t[prev][k][group];
-                    }
+                    const float4 h4 = *reinterpret_cast<const float4*>(&h_t[prev][k][group * WPT]);
+                    const float hv[WPT] = {h4.x, h4.y, h4.z, h4.w};
 #pragma unroll
                     for (int w = 0; w < WPT; ++w) {
                         ch[0][w] = __fmaf_rn(rv.x, hv[w], ch[0][w]);
@@ -774,22 +766,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
             for (int q = 0; q < S; ++q) {
                 const bl_u32 to = bl_cl_mapa(dst, (bl_u32)q);
                 const bl_u32 on = bl_cl_mapa(done, (bl_u32)q);
-                if (WPT == 4) {
-                    asm volatile(
-                        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-                        :
-                        : "r"(to), "r"(__float_as_uint(h[0])), "r"(__float_as_uint(h[1])),
-                          "r"(__float_as_uint(h[WPT > 2 ? 2 : 0])), "r"(__float_as_uint(h[WPT > 3 ? 3 : 0])), "r"(on)
-                        : "memory");
-                } else if (WPT == 2) {
-                    asm volatile(
-                        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];"
-                        :
-                        : "r"(to), "r"(__float_as_uint(h[0])), "r"(__float_as_uint(h[WPT > 1 ? 1 : 0])), "r"(on)
-                        : "memory");
-                } else {
-                    bl_cl_push(to, h[0], on);
-                }
+                asm volatile(
+                    "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+                    :
+                    : "r"(to), "r"(__float_as_uint(h[0])), "r"(__float_as_uint(h[1])), "r"(__float_as_uint(h[2])),
+                      "r"(__float_as_uint(h[3])), "r"(on)
+                    : "memory");
             }
         }
         const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
@@ -916,13 +898,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
     const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
     const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0][0]);
-    if (tid == 0) {
-#pragma unroll
-        for (int b = 0; b < 2 * G; ++b) {
-            bl_cl_mbar_init(bar_addr0 + 8u * (bl_u32)b, 1);
-        }
-        bl_cl_fence_mbar_init();
-    }
+    bl_cl_init_step_barriers<2 * G>(tid, bar_addr0);
     bl_cl_cluster_sync();
 
     bool aborted = false;
@@ -938,11 +914,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                 bl_cl_arrive_expect(bar_addr0 + 8u * (slot * G + (bl_u32)g), GROUP_BYTES);
             }
         }
-        // Every quad's products first, then every quad's cells: after the last wait the
-        // products of the last quad and the cells of the others form one straight block, so
-        // their instructions interleave (the cells' long dependent chains are hidden behind the
-        // products instead of stalling two warps a scheduler); the earlier quads' pushes wait
-        // for that block, while their next wait is a whole step away.
+        // Every quad's products first, then every quad's cells (after the last wait the last
+        // quad's products and the other quads' cells form one straight block the scheduler may
+        // interleave; the earlier quads' pushes wait for it, their next wait a step away). H200,
+        // session 8 call 7: no faster than a quad's cells right after its products (1.389 against
+        // 1.375 ms a wave of 8 windows, the untouched 4-window kernel 1.4 % slower in the same
+        // call), kept as it is.
         float4 gates_in[G];
         float dots[G][BILSTM_GATES];
 #pragma unroll

@@ -1115,10 +1115,17 @@ mod tests {
         let env = |name: &str| std::env::var(name).ok();
         let batch: usize = env("BILSTM_PHASE_BATCH")
             .and_then(|v| v.parse().ok())
+            .filter(|&b| b > 0)
             .unwrap_or(32);
         let backend_chunk = (192 / batch).div_ceil(6).max(1) * 6;
         let chunks: Vec<usize> = env("BILSTM_PHASE_CHUNKS")
-            .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+            .map(|v| {
+                v.split(',')
+                    .filter_map(|c| c.trim().parse().ok())
+                    .filter(|&c: &usize| c > 0)
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| !c.is_empty())
             .unwrap_or_else(|| vec![backend_chunk]);
         let mut rng = SplitMix64::new(5);
         let mut strips = vec![0.0f32; COLS * K];

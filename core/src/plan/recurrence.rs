@@ -108,21 +108,39 @@ impl fmt::Display for ClusterWindows {
                 capacity,
                 layer_us,
                 two_window_us,
-            } => write!(
-                f,
-                "{windows} windows per cluster, R in {} ({waves} wave(s) of {capacity}: about \
-                 {}.{:02} ms a layer against {}.{:02} with two-window clusters; H200 per-wave \
-                 layer times 0.59 / 0.71 / 1.38 / 2.77 ms for 2 / 4 / 8 / 16 windows)",
-                if windows < 16 {
-                    "registers"
-                } else {
-                    "shared memory"
-                },
-                layer_us / 1000,
-                layer_us % 1000 / 10,
-                two_window_us / 1000,
-                two_window_us % 1000 / 10
-            ),
+            } => {
+                // R lives where the kernel keeps it: shared memory when it takes dynamic shared
+                // bytes (the 16-window tile), registers otherwise (the quads).
+                let in_shared = super::tile_slot(windows)
+                    .is_some_and(|t| crate::geometry::CLUSTER_TILE_DYNAMIC_SHARED[t] > 0);
+                write!(
+                    f,
+                    "{windows} windows per cluster, R in {} ({waves} wave(s) of {capacity}: about \
+                     {}.{:02} ms a layer against {}.{:02} with two-window clusters; H200 per-wave \
+                     layer times",
+                    if in_shared {
+                        "shared memory"
+                    } else {
+                        "registers"
+                    },
+                    layer_us / 1000,
+                    layer_us % 1000 / 10,
+                    two_window_us / 1000,
+                    two_window_us % 1000 / 10
+                )?;
+                // The measured costs the rule compares (CLUSTER_WAVE_LAYER_US), in ms rounded
+                // to hundredths.
+                for (i, &(_, us)) in CLUSTER_WAVE_LAYER_US.iter().enumerate() {
+                    let centi = (us + 5) / 10;
+                    let sep = if i == 0 { " " } else { " / " };
+                    write!(f, "{sep}{}.{:02}", centi / 100, centi % 100)?;
+                }
+                f.write_str(" ms for")?;
+                for (i, &(w, _)) in CLUSTER_WAVE_LAYER_US.iter().enumerate() {
+                    write!(f, "{}{w}", if i == 0 { " " } else { " / " })?;
+                }
+                f.write_str(" windows)")
+            }
             ClusterWindows::Forced { windows } => {
                 write!(f, "{windows} window(s) per cluster, forced by override")
             }

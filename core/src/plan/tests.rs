@@ -1004,3 +1004,27 @@ fn forced_recurrence_names_round_trip() {
         }
     );
 }
+
+#[test]
+fn window_tile_reasons_say_where_r_lives_and_the_costs_compared() {
+    let tile = |windows| ClusterWindows::Tile {
+        windows,
+        waves: 2,
+        capacity: 66,
+        layer_us: 2760,
+        two_window_us: 4736,
+    };
+    let costs =
+        "H200 per-wave layer times 0.59 / 0.71 / 1.38 / 2.77 ms for 2 / 4 / 8 / 16 windows)";
+    for (windows, place) in [(4, "registers"), (8, "registers"), (16, "shared memory")] {
+        let text = tile(windows).to_string();
+        assert!(
+            text.starts_with(&format!(
+                "{windows} windows per cluster, R in {place} (2 wave(s) of 66: about 2.76 ms a \
+                 layer against 4.73 with two-window clusters; "
+            )),
+            "{text}"
+        );
+        assert!(text.ends_with(costs), "{text}");
+    }
+}
