@@ -160,7 +160,8 @@ run_group phasetiles 200 'layer|batch' "$bin/bench" --batches 1,8,32,64 --kinds 
     --tiles small,large,3xtf32,3xtf32s,3xtf32wg --maths fp32 --iters 10 --case-ms 300 --no-graph --phases
 # ab (not in the default run; needs at least one bin/bench-<name>, another tree's bench, e.g.
 # bench-old): every bench in turn (the others by name, then bench), three rounds,
-# device-resident FP32 at the latency batches (AB_BATCHES) with the tiles AB_TILES (auto).
+# device-resident at the latency batches (AB_BATCHES) with the tiles AB_TILES (auto) and the
+# maths AB_MATHS (fp32).
 if ls "$bin"/bench-* >/dev/null 2>&1; then
     run_group ab 240 'round' bash -c "
         cd '$bin'
@@ -168,7 +169,7 @@ if ls "$bin"/bench-* >/dev/null 2>&1; then
         for r in 1 2 3; do
             for v in \$variants; do
                 echo \"round \$r \$v\"
-                ./\$v --batches ${AB_BATCHES:-1,8,32,64} --kinds auto --tiles ${AB_TILES:-auto} --maths fp32 --iters 20 --case-ms 500
+                ./\$v --batches ${AB_BATCHES:-1,8,32,64} --kinds auto --tiles ${AB_TILES:-auto} --maths ${AB_MATHS:-fp32} --iters 20 --case-ms 500
             done
         done"
 fi
@@ -183,15 +184,18 @@ run_group x3bench 240 '"error"|^Error' bash -c "
     '$bin/bench' --batches $sweep --kinds auto --tiles auto,small,3xtf32,3xtf32s,3xtf32wg --maths fp32 --iters 20 --case-ms 700 &&
     '$bin/bench' --batches 1,8,32 --kinds auto --tiles 3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
 cat "$out/bench.log" "$out/x3bench.log" 2>/dev/null | grep -E '^\{' >"$out/bench.jsonl"
-# latency (not in the default run): the auto plan's FP32 figures at the issue tables' batches,
-# eager and graph, for a short final call; cudnnfp32 is cuDNN FP32 at the same batches.
-# Then --phases (per-layer projection and recurrence, device events) at batches 1, 32, 64, 256 and 1024.
-run_group latency 150 '"error"|^Error' bash -c "
-    '$bin/bench' --batches 1,8,32,64,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 &&
-    '$bin/bench' --batches 1,32,64,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 --no-graph --phases"
+# latency (not in the default run): the auto plan's figures at the issue tables' batches, FP32
+# (1-1024) and TF32 (128-1024), eager and graph, for a short final call; cudnnfp32 is cuDNN FP32
+# and TF32 at the same batches. Then --phases (per-layer projection and recurrence, device
+# events): FP32 at batches 1, 32, 64, 128, 256 and 1024, TF32 at 256 and 1024.
+run_group latency 200 '"error"|^Error' bash -c "
+    '$bin/bench' --batches 1,8,32,64,128,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 &&
+    '$bin/bench' --batches 128,256,1024 --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 500 &&
+    '$bin/bench' --batches 1,32,64,128,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 --no-graph --phases &&
+    '$bin/bench' --batches 256,1024 --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 500 --no-graph --phases"
 if command -v python3 >/dev/null 2>&1; then
-    run_group cudnnfp32 120 '^torch|Error|error|batch' python3 "$here/cudnn_baseline.py" \
-        --batches 1,8,32,64,256,1024 --maths fp32 --reps 20 --json "$out/cudnnfp32.json"
+    run_group cudnnfp32 150 '^torch|Error|error|batch' python3 "$here/cudnn_baseline.py" \
+        --batches 1,8,32,64,128,256,1024 --maths fp32,tf32 --reps 20 --json "$out/cudnnfp32.json"
 fi
 run_group phases 60 "$tests_filter|batch .*pass|layer|all " "$bin/gpu_phases" "${gpu_flags[@]}"
 if command -v python3 >/dev/null 2>&1; then

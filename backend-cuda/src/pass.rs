@@ -234,7 +234,14 @@ impl CudaBackend {
             // Each launcher owns its tiles: projection_tf32x3.cu's entries (3xTF32 and the
             // warpgroup ones), the mma.sync TF32 tile, the FP32 SIMT tiles.
             if launch::projection_tf32x3::tile_kernel(tile).is_some() {
-                launch::projection_tf32x3::launch(proj_fn, main, cc, tile, &args)?;
+                launch::projection_tf32x3::launch(
+                    proj_fn,
+                    main,
+                    cc,
+                    self.device.info.facts.sm_count,
+                    tile,
+                    &args,
+                )?;
             } else if tile.is_tf32() {
                 launch::projection_tf32::launch(proj_fn, main, cc, &args)?;
             } else {

@@ -220,9 +220,10 @@ pub const PROJ_WG_TILE_COLS: usize = 128;
 /// swizzle row of the weight image (four k-steps of 8). The packed weight image pads the input
 /// width to a multiple of it ([`proj_wg_padded_in`]).
 pub const PROJ_WG_K_TILE: usize = 32;
-/// Warpgroup-MMA 3xTF32 projection: cp.async stages in flight (three: the copy of tile t + 2
-/// overlaps the products of tile t).
-pub const PROJ_WG_STAGES: usize = 3;
+/// Warpgroup-MMA 3xTF32 projection: pipeline stages (four: the copies of step f + 2 are issued
+/// at step f, and the stage they refill, last read at step f - 2, leaves one step of slack
+/// between the block's two warpgroups, which run apart).
+pub const PROJ_WG_STAGES: usize = 4;
 /// Warpgroup-MMA 3xTF32 projection: floats between consecutive activation rows of a stage (the
 /// K tile plus 8: conflict-free 64-bit fragment loads).
 pub const PROJ_WG_ROW_FLOATS: usize = PROJ_WG_K_TILE + 8;
@@ -231,9 +232,11 @@ pub const PROJ_WG_ROW_FLOATS: usize = PROJ_WG_K_TILE + 8;
 /// lays out).
 pub const PROJ_WG_B_TILE_FLOATS: usize = PROJ_WG_TILE_COLS * PROJ_WG_K_TILE;
 /// Warpgroup-MMA 3xTF32 projection: dynamic shared bytes, [`PROJ_WG_STAGES`] stages of the
-/// activation tile and both weight parts' tiles (159,744 bytes; one block per SM).
+/// activation tile and both weight parts' tiles, then two 8-byte mbarriers a stage (213,056
+/// bytes; one block per SM).
 pub const PROJ_WG_SHARED_BYTES: usize =
-    PROJ_WG_STAGES * (PROJ_WG_TILE_ROWS * PROJ_WG_ROW_FLOATS + 2 * PROJ_WG_B_TILE_FLOATS) * 4;
+    PROJ_WG_STAGES * (PROJ_WG_TILE_ROWS * PROJ_WG_ROW_FLOATS + 2 * PROJ_WG_B_TILE_FLOATS) * 4
+        + 2 * PROJ_WG_STAGES * 8;
 
 /// The input width rounded up to [`PROJ_WG_K_TILE`]: the K extent of the warpgroup-MMA weight
 /// image (60 becomes 64, 256 stays 256).

@@ -84,6 +84,7 @@
 
 #include "common.cuh"
 #include "mma.cuh"
+#include "mbarrier.cuh"
 
 struct bl_projection_params {
     const float* x;
@@ -152,16 +153,17 @@ struct bl_x3_tile {
 // from row m0 and column k0 of x ([rows, in_width], row-major), rows LDA floats apart, in 16-byte
 // chunks spread over the block (x_chunks: every row starts 16-byte aligned and in_width is a
 // multiple of 4, so a chunk lies wholly inside or outside a row) or else 4-byte copies; values
-// past the last row or column are zero-filled. Both projections' bodies use it.
-template <int ROWS, int KT, int LDA>
+// past the last row or column are zero-filled. THREADS threads share the copy (the block, or
+// one warp copying the rows it reads), `tid` numbering them. Both projections' bodies use it.
+template <int ROWS, int KT, int LDA, int THREADS = BILSTM_BLOCK_THREADS>
 __device__ __forceinline__ void bl_x3_copy_activations(bl_u32 a_base, const float* __restrict__ x, bl_u64 m0,
                                                        bl_u64 rows, bl_u32 in_width, bl_u32 k0, bool x_chunks,
                                                        int tid) {
     constexpr int ROW_CHUNKS = KT / BL_X3_VEC;
-    static_assert(ROWS * ROW_CHUNKS % BILSTM_BLOCK_THREADS == 0, "A chunks evenly");
+    static_assert(ROWS * ROW_CHUNKS % THREADS == 0, "A chunks evenly");
 #pragma unroll
-    for (int i = 0; i < ROWS * ROW_CHUNKS / BILSTM_BLOCK_THREADS; ++i) {
-        const int e = tid + i * BILSTM_BLOCK_THREADS;
+    for (int i = 0; i < ROWS * ROW_CHUNKS / THREADS; ++i) {
+        const int e = tid + i * THREADS;
         const int r = e / ROW_CHUNKS;
         const int c = e % ROW_CHUNKS;
         const bl_u64 row = m0 + r;
@@ -374,12 +376,15 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 // - Needs compute capability 9.0 compiled for compute_90a (wgmma.mma_async and the
 //   arch-specific features of sm_90a; the host compiles 9.0 devices' modules so); elsewhere the
 //   entry is a trap and the host never launches it.
-// - Grid: (4 * ceil(rows / BILSTM_PROJ_WG_TILE_ROWS), 1, 2) for BILSTM_GATE_ROWS = 4 *
-//   BILSTM_PROJ_WG_TILE_COLS: block x runs row tile x / 4 and column tile x % 4 (the column tiles
-//   of a row tile are neighbours, so the four blocks reading the same activations run together
-//   and share them in L2); z is the direction. Block: (BILSTM_BLOCK_THREADS, 1, 1) = two
-//   warpgroups. Dynamic shared bytes: BILSTM_PROJ_WG_SHARED_BYTES (raised once after loading),
-//   based 1024-byte aligned (no static shared memory).
+// - Grid: (G, 1, 1), any G >= 1 (the host: min(tiles, SMs), one block an SM); persistent: block
+//   b runs work tiles b, b + G, ... of tiles = 8 * ceil(rows / BILSTM_PROJ_WG_TILE_ROWS) (below
+//   2^31), tile t being row tile t / 8, direction (t / 4) % 2 and column tile t % 4 (for
+//   BILSTM_GATE_ROWS = 4 * BILSTM_PROJ_WG_TILE_COLS; the eight tiles reading the same
+//   activations are neighbours, so concurrent blocks share them in L2). Block:
+//   (BILSTM_BLOCK_THREADS, 1, 1) = two warpgroups. Dynamic shared bytes:
+//   BILSTM_PROJ_WG_SHARED_BYTES (raised once after loading): BILSTM_PROJ_WG_STAGES stages, then
+//   2 * STAGES mbarriers; based 1024-byte aligned (no static shared memory; the kernel traps
+//   otherwise).
 // - Parameters: bl_projection_params, with weights[d] the warpgroup image of direction d
 //   (PackedOffsets::input_x3_wgmma, bilstm_core::layout::pack_input_x3_wgmma_into): per part
 //   (TF32 high parts, then remainders), per column tile, per K tile of BILSTM_PROJ_WG_K_TILE,
@@ -387,7 +392,8 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 //   the instruction reads (gate column n of the tile in row n, k in the row's 32 slots, slot
 //   8c + j holding k = 8c + 2j for j < 4 and 8c + 2(j - 4) + 1 for j >= 4, 16-byte chunk q of
 //   row n stored at chunk q ^ (n mod 8)); 2 * 4 * proj_wg_padded_in(in_width) * 128 floats a
-//   direction, 16-byte aligned. x, out, rows, in_width as above.
+//   direction, 16-byte aligned (each part's K tile of a column tile, 16,384 contiguous bytes, is
+//   one bulk copy). x, out, rows, in_width as above.
 // - Numerics: x is split by bl_tf32_split as above. Each output is an FP32 sum from 0.0f over K
 //   tiles of 32 in ascending k, each added with one round-to-nearest FP32 add: acc = acc + tile,
 //   where tile starts at 0.0f and the tensor cores accumulate into it, for the tile's four
@@ -418,19 +424,15 @@ __device__ __forceinline__ void bl_wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;" : : : "memory");
 }
 
-__device__ __forceinline__ void bl_wg_wait_all() {
-    asm volatile("wgmma.wait_group.sync.aligned 0;" : : : "memory");
-}
-
-// The generic proxy's shared-memory writes (cp.async) made visible to the async proxy that
-// wgmma reads shared memory through.
-__device__ __forceinline__ void bl_fence_proxy_async_shared() {
-    asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
+// Waits until at most PENDING of this warp's committed wgmma groups are still running.
+template <int PENDING>
+__device__ __forceinline__ void bl_wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" : : "n"(PENDING) : "memory");
 }
 
 // d = a * B + (accumulate ? d : 0) for the warpgroup's 64 x 128 tile, one k-step of 8: a the
 // mma.m16n8k8 TF32 A fragment of this warp's 16 rows, B the 8 x 128 K-major weights at `b`.
-// Asynchronous: d is valid after bl_wg_commit and bl_wg_wait_all.
+// Asynchronous: d is valid after bl_wg_commit and bl_wg_wait<0>.
 __device__ __forceinline__ void bl_wgmma_tf32(float (&d)[64], const bl_u32 (&a)[4], bl_u64 b, bl_u32 accumulate) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %68, 0;\n\t"
@@ -457,7 +459,8 @@ constexpr int BL_WG_B_FLOATS = BILSTM_PROJ_WG_B_TILE_FLOATS;
 constexpr int BL_WG_A_FLOATS = BL_WG_ROWS * BL_WG_LDA;
 constexpr int BL_WG_STAGE_FLOATS = BL_WG_A_FLOATS + 2 * BL_WG_B_FLOATS;
 constexpr int BL_WG_COL_TILES = BILSTM_GATE_ROWS / BL_WG_COLS;
-static_assert(BL_WG_STAGES * BL_WG_STAGE_FLOATS * 4 == BILSTM_PROJ_WG_SHARED_BYTES, "shared bytes");
+static_assert(BL_WG_STAGES * BL_WG_STAGE_FLOATS * 4 + 2 * BL_WG_STAGES * 8 == BILSTM_PROJ_WG_SHARED_BYTES,
+              "shared bytes: the stages, then two mbarriers a stage");
 static_assert(BL_WG_ROWS == 2 * 64 && BILSTM_BLOCK_THREADS == 256, "two warpgroups of 64 rows");
 static_assert(BL_WG_COLS == 128 && BL_WG_KT == 32, "m64n128k8 products, one swizzle row a K tile");
 static_assert(BL_WG_COL_TILES * BL_WG_COLS == BILSTM_GATE_ROWS, "whole column tiles");
@@ -474,49 +477,120 @@ static_assert(2 * BL_WG_B_FLOATS / 4 % BILSTM_BLOCK_THREADS == 0, "B chunks even
 // tf32(x) (bl_tf32_rne, ties to even, as the TF32 tile), B the image's high parts (the TF32
 // rounding of the weights, as the TF32 tile's), every k-step's product chained into the one
 // accumulator in ascending k (no remainders, no FP32 adds), as the TF32 tile does.
+//
+// Persistent pipeline. Block b runs the work tiles b, b + gridDim.x, ... of the `tiles` = 8 *
+// row tiles ((row tile, direction, column tile), column tile fastest: the eight tiles reading the
+// same activation rows are neighbours), each tile's K tiles in order; the (tile, K tile) steps of
+// a block form one sequence whose step f uses stage f % STAGES, and the copies of step f + 2 are
+// issued at the start of step f, across tile boundaries (a tile's first copies are in flight
+// while the previous tile finishes and stores). No block barrier after the start:
+// - A (activations): each warp copies the 16 rows it reads itself (cp.async, one group a step),
+//   so it waits for its own copies (cp.async.wait_group, then __syncwarp for its lanes').
+// - B (weights): thread 0 copies both parts' K tile with the bulk-copy engine onto mbarrier
+//   full[stage] (one arrival with the byte count); every warp waits for that phase. Before it
+//   refills a stage, thread 0 waits on empty[stage], where each of the 8 warps arrives once its
+//   warpgroup's products of the stage's previous step have completed. With 4 stages and copies
+//   two steps ahead, the stage refilled at step f was last read at step f - 2, which the other
+//   warpgroup has finished unless it lags by two steps.
+// So the two warpgroups run apart. H200, batch 1024, layer 1 (ncu, session 9): the block-barrier
+// version took 4.10 ms with the tensor pipe 48 % busy; this pipeline 3.53 ms (bench --phases),
+// the tensor pipe ~53 % busy. Tried in session 9 and no faster (calls 4-6, whole FP32 forward at
+// batch 1024 against this version's 33.99 ms): the warpgroups taking turns on the tensor cores
+// through named barriers (34.31 ms; layer 1's projection 3.64), and with that one fence a step
+// with all four k-steps' fragments made first (34.55; without the turns 34.11). A TF32 variant
+// that let a step's products run on while the next step's fragments were written failed
+// memcheck's accuracy check: wgmma reads A's registers asynchronously, so no fragment register
+// may be rewritten before the group that reads it is waited for (PTX ISA, wgmma.mma_async).
 template <int PRODUCTS>
 __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& p, float* bl_wg_shared) {
     static_assert(PRODUCTS == 1 || PRODUCTS == 3, "TF32 or 3xTF32");
+    static_assert(BL_WG_STAGES == 4, "copies two steps ahead, one step of slack between warpgroups");
+    static_assert(BL_WG_ROWS / 2 == 4 * 16, "a warpgroup's 64 rows: 16 a warp");
+    constexpr int PARTS = PRODUCTS == 3 ? 2 : 1;
+    constexpr bl_u32 B_BYTES = BL_WG_B_FLOATS * 4;
+    constexpr bl_u32 TILES_PER_ROW_TILE = 2 * BL_WG_COL_TILES;
     const int tid = threadIdx.x;
     const int lane = tid % BILSTM_WARP_THREADS;
     const int warp = tid / BILSTM_WARP_THREADS;
     const int wgroup = warp / 4;    // warpgroup: rows 64 wgroup ..
     const int wrow = (warp % 4) * 16;  // this warp's 16 rows of the warpgroup's 64
+    const int my_row = wgroup * 64 + wrow;  // this warp's first row in the tile
     const int group = lane / 4;
     const int pair = lane % 4;
-    const bl_u64 m0 = (bl_u64)(blockIdx.x / BL_WG_COL_TILES) * BL_WG_ROWS;
-    const int col_tile = blockIdx.x % BL_WG_COL_TILES;
-    const bl_u32 direction = blockIdx.z;
     const float* __restrict__ x = p.x;
     const bl_u32 in_width = p.in_width;
     const bl_u64 rows = p.rows;
     const bl_u32 k_tiles = (in_width + BL_WG_KT - 1) / BL_WG_KT;
-    // This direction's image: [part][column tile][K tile][BL_WG_B_FLOATS].
-    const float* __restrict__ w = (direction == 0 ? p.weights[0] : p.weights[1]) +
-                                  (bl_u64)col_tile * k_tiles * BL_WG_B_FLOATS;
+    const bl_u32 tiles = (bl_u32)((rows + BL_WG_ROWS - 1) / BL_WG_ROWS) * TILES_PER_ROW_TILE;
+    if (blockIdx.x >= tiles) {
+        return;  // the whole block: nothing to do (the host never launches more blocks than tiles)
+    }
+    // Each direction's image: [part][column tile][K tile][BL_WG_B_FLOATS].
     const bl_u64 part_floats = (bl_u64)BL_WG_COL_TILES * k_tiles * BL_WG_B_FLOATS;
-    float* __restrict__ out = p.out + (bl_u64)direction * p.out_direction_stride;
     const bool x_chunks = in_width % BL_X3_VEC == 0 && ((bl_u64)x) % 16 == 0;
     const bl_u32 shared_base = bl_shared_address(bl_wg_shared);
-
-    // Starts the copy of K tile kt into its stage and commits it as one group.
-    auto issue = [&](bl_u32 kt) {
-        const bl_u32 a_base = shared_base + (bl_u32)((kt % BL_WG_STAGES) * BL_WG_STAGE_FLOATS * 4);
-        const bl_u32 b_base = a_base + BL_WG_A_FLOATS * 4;
-        bl_x3_copy_activations<BL_WG_ROWS, BL_WG_KT, BL_WG_LDA>(a_base, x, m0, rows, in_width, kt * BL_WG_KT,
-                                                                x_chunks, tid);
-        // The parts' images of this K tile that the products read (3xTF32: both; TF32: the high
-        // part only): contiguous 16-byte chunks.
-        constexpr int PARTS = PRODUCTS == 3 ? 2 : 1;
+    // The weight tiles sit on 1,024-byte swizzle atoms only if the dynamic shared memory does
+    // (there is no static shared memory; the entries declare it 1,024-byte aligned): a wrong
+    // base would give wrong products silently, so stop loudly instead.
+    if ((shared_base & 1023u) != 0u) {
+        asm volatile("trap;");
+    }
+    // After the stages: the mbarriers full[s] (at full0 + 8 s) and empty[s] (empty0 + 8 s).
+    const bl_u32 full0 = shared_base + (bl_u32)(BL_WG_STAGES * BL_WG_STAGE_FLOATS * 4);
+    const bl_u32 empty0 = full0 + 8u * BL_WG_STAGES;
+    if (tid == 0) {
 #pragma unroll
-        for (int i = 0; i < PARTS * BL_WG_B_FLOATS / BL_X3_VEC / BILSTM_BLOCK_THREADS; ++i) {
-            const int e = tid + i * BILSTM_BLOCK_THREADS;
-            const int part = e / (BL_WG_B_FLOATS / BL_X3_VEC);
-            const int chunk = e % (BL_WG_B_FLOATS / BL_X3_VEC);
-            const float* src = w + part * part_floats + (bl_u64)kt * BL_WG_B_FLOATS + chunk * BL_X3_VEC;
-            bl_cp_async_16(b_base + (bl_u32)((part * BL_WG_B_FLOATS + chunk * BL_X3_VEC) * 4), src, 16u);
+        for (int s = 0; s < BL_WG_STAGES; ++s) {
+            bl_mbar_init(full0 + 8u * s, 1);
+            bl_mbar_init(empty0 + 8u * s, BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS);
         }
+        bl_mbar_fence_init();
+    }
+    __syncthreads();
+
+    // The copies of step f (tile t, K tile kt) into stage f % STAGES: this warp's rows, and (thread
+    // 0) the weights once the stage's previous step is released; one cp.async group either way.
+    auto issue = [&](bl_u32 t, bl_u32 kt, bl_u64 f) {
+        const bl_u32 stage = (bl_u32)(f % BL_WG_STAGES);
+        const bl_u32 a_base = shared_base + stage * (bl_u32)(BL_WG_STAGE_FLOATS * 4);
+        const bl_u64 m0 = (bl_u64)(t / TILES_PER_ROW_TILE) * BL_WG_ROWS + (bl_u64)my_row;
+        bl_x3_copy_activations<16, BL_WG_KT, BL_WG_LDA, BILSTM_WARP_THREADS>(
+            a_base + (bl_u32)(my_row * BL_WG_LDA * 4), x, m0, rows, in_width, kt * BL_WG_KT, x_chunks, lane);
         bl_cp_async_commit();
+        if (tid == 0) {
+            const bl_u32 full = full0 + 8u * stage;
+            if (f >= (bl_u64)BL_WG_STAGES) {
+                // Every warp has released step f - STAGES (phase f / STAGES - 1 of empty[stage]).
+                while (!bl_mbar_try_wait(empty0 + 8u * stage, (bl_u32)(f / BL_WG_STAGES - 1u) & 1u)) {
+                }
+            }
+            bl_mbar_arrive_expect(full, PARTS * B_BYTES);
+            const bl_u32 direction = (t / BL_WG_COL_TILES) % 2u;
+            const bl_u32 col_tile = t % BL_WG_COL_TILES;
+            const float* w = (direction == 0 ? p.weights[0] : p.weights[1]) +
+                             ((bl_u64)col_tile * k_tiles + kt) * BL_WG_B_FLOATS;
+#pragma unroll
+            for (int part = 0; part < PARTS; ++part) {
+                bl_bulk_copy_g2s(a_base + (bl_u32)(BL_WG_A_FLOATS * 4) + (bl_u32)part * B_BYTES, w + part * part_floats,
+                                 B_BYTES, full);
+            }
+        }
+    };
+    // The producer's position: the next step to copy (tile pt, K tile pkt, step pf).
+    bl_u32 pt = blockIdx.x;
+    bl_u32 pkt = 0;
+    bl_u64 pf = 0;
+    auto produce = [&]() {
+        if (pt < tiles) {
+            issue(pt, pkt, pf);
+            if (++pkt == k_tiles) {
+                pkt = 0;
+                pt += gridDim.x;
+            }
+        } else {
+            bl_cp_async_commit();  // an empty group keeps the wait counts uniform
+        }
+        ++pf;
     };
 
     float acc[64];
@@ -526,87 +600,89 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
         acc[i] = 0.0f;
         tile[i] = 0.0f;
     }
+    produce();
+    produce();
+    bl_u64 f = 0;
+    for (bl_u32 t = blockIdx.x; t < tiles; t += gridDim.x) {
+        for (bl_u32 kt = 0; kt < k_tiles; ++kt, ++f) {
+            produce();  // step f + 2
+            // This warp's rows of step f have landed (steps f + 1 and f + 2 may be in flight) and
+            // are visible to all its lanes; the weights of step f too.
+            bl_cp_async_wait<2>();
+            __syncwarp();
+            const bl_u32 stage = (bl_u32)(f % BL_WG_STAGES);
+            while (!bl_mbar_try_wait(full0 + 8u * stage, (bl_u32)(f / BL_WG_STAGES) & 1u)) {
+            }
+            const float* a_s = bl_wg_shared + stage * BL_WG_STAGE_FLOATS + my_row * BL_WG_LDA;
+            const bl_u32 b_hi = shared_base + (bl_u32)((stage * BL_WG_STAGE_FLOATS + BL_WG_A_FLOATS) * 4);
+            const bl_u32 b_lo = b_hi + BL_WG_B_FLOATS * 4;
 #pragma unroll
-    for (int s = 0; s < BL_WG_STAGES - 1; ++s) {
-        if ((bl_u32)s < k_tiles) {
-            issue((bl_u32)s);
-        } else {
-            bl_cp_async_commit();  // an empty group keeps the wait counts uniform
-        }
-    }
-    for (bl_u32 kt = 0; kt < k_tiles; ++kt) {
-        // Tile kt has landed (at most the STAGES - 2 later ones are in flight), is visible to
-        // the async proxy, and every thread is past tile kt - 1, whose stage the next copy
-        // reuses.
-        bl_cp_async_wait<BL_WG_STAGES - 2>();
-        bl_fence_proxy_async_shared();
-        __syncthreads();
-        if (kt + BL_WG_STAGES - 1 < k_tiles) {
-            issue(kt + BL_WG_STAGES - 1);
-        } else {
-            bl_cp_async_commit();
-        }
-        const int stage = (int)(kt % BL_WG_STAGES);
-        const float* a_s = bl_wg_shared + stage * BL_WG_STAGE_FLOATS + (wgroup * 64 + wrow) * BL_WG_LDA;
-        const bl_u32 b_hi = shared_base + (bl_u32)((stage * BL_WG_STAGE_FLOATS + BL_WG_A_FLOATS) * 4);
-        const bl_u32 b_lo = b_hi + BL_WG_B_FLOATS * 4;
+            for (int c = 0; c < BL_WG_KT / BL_X3_MMA_K; ++c) {
+                // A fragment (mma.m16n8k8 layout): k-index pair carries k 8c + 2 pair, pair + 4
+                // carries 8c + 2 pair + 1 (the weight image's slot order), one 64-bit load a row.
+                const float2 upper = *reinterpret_cast<const float2*>(a_s + group * BL_WG_LDA + 8 * c + 2 * pair);
+                const float2 lower = *reinterpret_cast<const float2*>(a_s + (group + 8) * BL_WG_LDA + 8 * c + 2 * pair);
+                const bl_u64 w_hi = bl_wg_desc_sw128(b_hi + (bl_u32)(c * BL_X3_MMA_K * 4));
+                if (PRODUCTS == 1) {
+                    const bl_u32 a_tf32[4] = {__float_as_uint(bl_tf32_rne(upper.x)), __float_as_uint(bl_tf32_rne(lower.x)),
+                                              __float_as_uint(bl_tf32_rne(upper.y)), __float_as_uint(bl_tf32_rne(lower.y))};
+                    bl_wg_fence();
+                    bl_wgmma_tf32(acc, a_tf32, w_hi, 1u);
+                    bl_wg_commit();
+                    continue;
+                }
+                bl_u32 a_hi[4];
+                bl_u32 a_lo[4];
+                bl_u32 a_fin[4];
+                bl_tf32_split(upper.x, a_hi[0], a_lo[0]);
+                bl_tf32_split(lower.x, a_hi[1], a_lo[1]);
+                bl_tf32_split(upper.y, a_hi[2], a_lo[2]);
+                bl_tf32_split(lower.y, a_hi[3], a_lo[3]);
 #pragma unroll
-        for (int c = 0; c < BL_WG_KT / BL_X3_MMA_K; ++c) {
-            // A fragment (mma.m16n8k8 layout): k-index pair carries k 8c + 2 pair, pair + 4
-            // carries 8c + 2 pair + 1 (the weight image's slot order), one 64-bit load a row.
-            const float2 upper = *reinterpret_cast<const float2*>(a_s + group * BL_WG_LDA + 8 * c + 2 * pair);
-            const float2 lower = *reinterpret_cast<const float2*>(a_s + (group + 8) * BL_WG_LDA + 8 * c + 2 * pair);
-            const bl_u64 w_hi = bl_wg_desc_sw128(b_hi + (bl_u32)(c * BL_X3_MMA_K * 4));
-            if (PRODUCTS == 1) {
-                const bl_u32 a_tf32[4] = {__float_as_uint(bl_tf32_rne(upper.x)), __float_as_uint(bl_tf32_rne(lower.x)),
-                                          __float_as_uint(bl_tf32_rne(upper.y)), __float_as_uint(bl_tf32_rne(lower.y))};
+                for (int q = 0; q < 4; ++q) {
+                    a_fin[q] = bl_tf32_finite_or_zero(a_hi[q]);
+                }
+                const bl_u64 w_lo = bl_wg_desc_sw128(b_lo + (bl_u32)(c * BL_X3_MMA_K * 4));
                 bl_wg_fence();
-                bl_wgmma_tf32(acc, a_tf32, w_hi, 1u);
+                bl_wgmma_tf32(tile, a_lo, w_hi, c == 0 ? 0u : 1u);
+                bl_wgmma_tf32(tile, a_fin, w_lo, 1u);
+                bl_wgmma_tf32(tile, a_hi, w_hi, 1u);
                 bl_wg_commit();
-                continue;
             }
-            bl_u32 a_hi[4];
-            bl_u32 a_lo[4];
-            bl_u32 a_fin[4];
-            bl_tf32_split(upper.x, a_hi[0], a_lo[0]);
-            bl_tf32_split(lower.x, a_hi[1], a_lo[1]);
-            bl_tf32_split(upper.y, a_hi[2], a_lo[2]);
-            bl_tf32_split(lower.y, a_hi[3], a_lo[3]);
+            // This warpgroup's products of the stage are done (and no wgmma reads a fragment
+            // register any more): release the stage, and for 3xTF32 add the step's sum.
+            bl_wg_wait<0>();
+            if (lane == 0) {
+                bl_mbar_arrive(empty0 + 8u * stage);
+            }
+            if (PRODUCTS == 3) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                a_fin[q] = bl_tf32_finite_or_zero(a_hi[q]);
+                for (int i = 0; i < 64; ++i) {
+                    acc[i] = __fadd_rn(acc[i], tile[i]);
+                }
             }
-            const bl_u64 w_lo = bl_wg_desc_sw128(b_lo + (bl_u32)(c * BL_X3_MMA_K * 4));
-            bl_wg_fence();
-            bl_wgmma_tf32(tile, a_lo, w_hi, c == 0 ? 0u : 1u);
-            bl_wgmma_tf32(tile, a_fin, w_lo, 1u);
-            bl_wgmma_tf32(tile, a_hi, w_hi, 1u);
-            bl_wg_commit();
         }
-        // Every product of this stage is done before the stage is refilled (and, for 3xTF32,
-        // before its sum is read).
-        bl_wg_wait_all();
-        if (PRODUCTS == 3) {
+
+        // Accumulator 4 j + q: row group + 8 (q / 2) of this warp's 16, column 8 j + 2 pair + q % 2.
+        const bl_u64 row = (bl_u64)(t / TILES_PER_ROW_TILE) * BL_WG_ROWS + (bl_u64)my_row + (bl_u64)group;
+        const bl_u32 direction = (t / BL_WG_COL_TILES) % 2u;
+        float* o = p.out + (bl_u64)direction * p.out_direction_stride + row * BILSTM_GATE_ROWS +
+                   (t % BL_WG_COL_TILES) * BL_WG_COLS + 2 * pair;
 #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                acc[i] = __fadd_rn(acc[i], tile[i]);
+        for (int j = 0; j < BL_WG_COLS / 8; ++j) {
+            if (row < rows) {
+                *reinterpret_cast<float2*>(o + 8 * j) = make_float2(acc[4 * j], acc[4 * j + 1]);
             }
+            if (row + 8 < rows) {
+                *reinterpret_cast<float2*>(o + 8 * BILSTM_GATE_ROWS + 8 * j) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+            }
+            acc[4 * j] = 0.0f;
+            acc[4 * j + 1] = 0.0f;
+            acc[4 * j + 2] = 0.0f;
+            acc[4 * j + 3] = 0.0f;
         }
     }
     bl_cp_async_wait<0>();
-
-    // Accumulator 4 j + q: row group + 8 (q / 2) of this warp's 16, column 8 j + 2 pair + q % 2.
-    const bl_u64 row = m0 + wgroup * 64 + wrow + group;
-    float* o = out + row * BILSTM_GATE_ROWS + col_tile * BL_WG_COLS + 2 * pair;
-#pragma unroll
-    for (int j = 0; j < BL_WG_COLS / 8; ++j) {
-        if (row < rows) {
-            *reinterpret_cast<float2*>(o + 8 * j) = make_float2(acc[4 * j], acc[4 * j + 1]);
-        }
-        if (row + 8 < rows) {
-            *reinterpret_cast<float2*>(o + 8 * BILSTM_GATE_ROWS + 8 * j) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-        }
-    }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 

@@ -106,6 +106,7 @@
 #include "common.cuh"
 #include "numerics.cuh"
 #include "exchange.cuh"
+#include "mbarrier.cuh"
 
 struct bl_recurrence_cluster_params {
     const float* proj[2];
@@ -166,39 +167,6 @@ __device__ __forceinline__ bl_u32 bl_cl_mapa(bl_u32 a, bl_u32 rank) {
     return r;
 }
 
-__device__ __forceinline__ void bl_cl_mbar_init(bl_u32 bar, bl_u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(bar), "r"(count) : "memory");
-}
-
-// Makes the mbarrier initialisations visible to the cluster (before the first cluster barrier).
-__device__ __forceinline__ void bl_cl_fence_mbar_init() {
-    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
-}
-
-// This thread's arrival on `bar`, announcing `bytes` of transactions for the current phase.
-__device__ __forceinline__ void bl_cl_arrive_expect(bl_u32 bar, bl_u32 bytes) {
-    asm volatile(
-        "{\n\t.reg .b64 state;\n\t"
-        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 state, [%0], %1;\n\t}"
-        :
-        : "r"(bar), "r"(bytes)
-        : "memory");
-}
-
-// Whether the phase of `bar` with parity `parity` has completed (acquire, cluster scope: the
-// pushes of every CTA that completed it are visible afterwards).
-__device__ __forceinline__ bool bl_cl_try_wait(bl_u32 bar, bl_u32 parity) {
-    bl_u32 done;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    return done != 0u;
-}
-
 // Pushes one f32 to shared::cluster address `dst`, completing 4 bytes on mbarrier `bar` (a
 // shared::cluster address in the same CTA as dst).
 __device__ __forceinline__ void bl_cl_push(bl_u32 dst, float value, bl_u32 bar) {
@@ -216,9 +184,9 @@ __device__ __forceinline__ void bl_cl_init_step_barriers(int tid, bl_u32 bar_add
     if (tid == 0) {
 #pragma unroll
         for (int b = 0; b < N; ++b) {
-            bl_cl_mbar_init(bar_addr0 + 8u * (bl_u32)b, 1);
+            bl_mbar_init(bar_addr0 + 8u * (bl_u32)b, 1);
         }
-        bl_cl_fence_mbar_init();
+        bl_mbar_fence_init();
     }
 }
 
@@ -231,12 +199,12 @@ __device__ __forceinline__ void bl_cl_cluster_sync() {
 // `timeout_ns` (then *timed_out is set) or once another CTA reported an error.
 __device__ __forceinline__ bool bl_cl_wait(bl_u32 bar, bl_u32 parity, bl_u64 timeout_ns,
                                            const int* error, bool* timed_out) {
-    if (bl_cl_try_wait(bar, parity)) {
+    if (bl_mbar_try_wait(bar, parity)) {
         return true;
     }
     const bl_u64 start = bl_globaltimer_ns();
     for (bl_u32 spins = 1;; ++spins) {
-        if (bl_cl_try_wait(bar, parity)) {
+        if (bl_mbar_try_wait(bar, parity)) {
             return true;
         }
         if ((spins & 15u) == 0u) {
@@ -437,7 +405,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
             }
         }
         if (tid == 0) {
-            bl_cl_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
+            bl_mbar_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
         }
 
         // The writer warp's copy of h_{s-1} (step > 0), stored after the pushes.
@@ -676,7 +644,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
             }
         }
         if (tid == 0) {
-            bl_cl_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
+            bl_mbar_arrive_expect(bar_addr0 + 8u * slot, STEP_BYTES);
         }
         // dot[gate][window]: +0.0f at step 0.
         float dot[4][WPT];
@@ -911,7 +879,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         if (tid == 0) {
 #pragma unroll
             for (int g = 0; g < G; ++g) {
-                bl_cl_arrive_expect(bar_addr0 + 8u * (slot * G + (bl_u32)g), GROUP_BYTES);
+                bl_mbar_arrive_expect(bar_addr0 + 8u * (slot * G + (bl_u32)g), GROUP_BYTES);
             }
         }
         // Every quad's products first, then every quad's cells (after the last wait the last

@@ -440,8 +440,9 @@ pub const PROJECTION_TF32X3_SMALL: Kernel = Kernel {
 /// `bilstm_projection_tf32x3_wgmma`: the 3xTF32 projection on Hopper's warpgroup MMA (compute
 /// capability 9.0, compiled for `compute_90a`; a trap elsewhere), 128x128 output tiles, one FP32
 /// add per K tile of 32 (its own bits, see its contract in `projection_tf32x3.cu`). Not
-/// cooperative; grid `(4 * ceil(rows / 128), 1, 2)`, 256 threads (two warpgroups),
-/// `PROJ_WG_SHARED_BYTES` (159,744) dynamic shared bytes, [`params::ProjectionParams`] with the
+/// cooperative; persistent: grid `(min(8 * ceil(rows / 128), SMs), 1, 1)` looping over the
+/// work tiles (row tile, direction, column tile), 256 threads (two warpgroups),
+/// `PROJ_WG_SHARED_BYTES` (213,056) dynamic shared bytes, [`params::ProjectionParams`] with the
 /// weights' warpgroup image (`PackedOffsets::input_x3_wgmma`).
 pub const PROJECTION_TF32X3_WGMMA: Kernel = Kernel {
     id: KernelId::ProjectionTf32x3Wgmma,
@@ -530,7 +531,7 @@ pub struct Header {
 }
 
 /// Every shared header.
-pub const HEADERS: [Header; 5] = [
+pub const HEADERS: [Header; 6] = [
     Header {
         name: "common.cuh",
         source: include_str!("../cuda/common.cuh"),
@@ -550,6 +551,10 @@ pub const HEADERS: [Header; 5] = [
     Header {
         name: "coop.cuh",
         source: include_str!("../cuda/coop.cuh"),
+    },
+    Header {
+        name: "mbarrier.cuh",
+        source: include_str!("../cuda/mbarrier.cuh"),
     },
 ];
 

@@ -3,8 +3,8 @@
 //! FP32 accuracy on TF32 tensor cores ("3xTF32"), in 128x128 or 64x128 tiles; and of the same
 //! file's warpgroup-MMA entries (compute capability 9.0): `bilstm_projection_tf32x3_wgmma` and
 //! its TF32 twin `bilstm_projection_tf32_wgmma`, whose weights are the swizzled image
-//! (`PackedOffsets::input_x3_wgmma`, K padded to `PROJ_WG_K_TILE`) and whose grid runs the four
-//! column tiles of a row tile as neighbouring blocks.
+//! (`PackedOffsets::input_x3_wgmma`, K padded to `PROJ_WG_K_TILE`) and which are persistent (one
+//! block an SM looping over the work tiles).
 //!
 //! The arguments are the FP32 SIMT projection's [`ProjectionArgs`], the weights being the split
 //! ones (`PackedOffsets::input_x3`: high parts then remainders, twice the K-major FP32 size). [`check`]
@@ -57,7 +57,9 @@ pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel
 }
 
 /// Checks `args` against the launch contract of `tile`'s entry on a device of
-/// `compute_capability` and returns the entry's name, its parameters and launch configuration.
+/// `compute_capability` with `sm_count` multiprocessors and returns the entry's name, its
+/// parameters and launch configuration. The warpgroup entries are persistent: one block an SM
+/// (their shared memory allows no more), at most one a work tile.
 ///
 /// # Errors
 /// [`CudaError::Unsupported`] below compute capability 8.0; [`CudaError::Contract`] when a
@@ -65,6 +67,7 @@ pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel
 /// grid is too large; [`CudaError::Internal`] for a tile that is not a 3xTF32 one.
 pub(crate) fn check(
     compute_capability: (u32, u32),
+    sm_count: u32,
     tile: ProjectionTile,
     args: &ProjectionArgs,
 ) -> Result<(&'static str, KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
@@ -94,10 +97,15 @@ pub(crate) fn check(
     };
     let (rows, in_width) = check_io(kernel, args, align)?;
     let row_tiles = args.rows.div_ceil(tile_rows);
-    // The warpgroup entry runs every column tile of a row tile in neighbouring blocks of x.
     let col_tiles = GATE_ROWS / tile_cols;
+    // The warpgroup entries loop over the work tiles (row tile, direction, column tile): one
+    // block an SM, none without a tile. The kernel counts tiles in u32 (and adds the grid).
+    let work_tiles = row_tiles.saturating_mul(2 * col_tiles);
+    if wgmma {
+        require(kernel, "work tiles", work_tiles, i32::MAX as usize)?;
+    }
     let grid_x = if wgmma {
-        row_tiles.saturating_mul(col_tiles)
+        work_tiles.min(sm_count.max(1) as usize)
     } else {
         row_tiles
     };
@@ -112,7 +120,7 @@ pub(crate) fn check(
     });
     let cfg = LaunchConfig {
         grid_dim: if wgmma {
-            (grid_x as u32, 1, 2)
+            (grid_x as u32, 1, 1)
         } else {
             (grid_x as u32, col_tiles as u32, 2)
         },
@@ -128,7 +136,7 @@ pub(crate) fn check(
 /// `func` must be `tile`'s entry (`bilstm_projection_tf32x3` or
 /// `bilstm_projection_tf32x3_small`), loaded for this device with its dynamic shared limit
 /// raised to the kernel's dynamic shared bytes (as `Kernels::load` does); `compute_capability`
-/// is the device's.
+/// and `sm_count` are the device's.
 ///
 /// # Errors
 /// As [`check`]; [`CudaError::Launch`] when the driver refuses the launch.
@@ -136,10 +144,11 @@ pub(crate) fn launch(
     func: &CudaFunction,
     stream: &CudaStream,
     compute_capability: (u32, u32),
+    sm_count: u32,
     tile: ProjectionTile,
     args: &ProjectionArgs,
 ) -> Result<(), CudaError> {
-    let (kernel, params, cfg) = check(compute_capability, tile, args)?;
+    let (kernel, params, cfg) = check(compute_capability, sm_count, tile, args)?;
     // SAFETY: `func` is `tile`'s entry from projection_tf32x3.cu (the backend loads it by that
     // name, `KernelId::kernel().entry`; every entry's only parameter is bl_projection_params,
     // mirrored by `KernelArg<ProjectionParams>`, 48 bytes asserted on both sides). `check`
@@ -151,7 +160,8 @@ pub(crate) fn launch(
     // image, every float of which they may read); the output holds direction_stride + rows * 512
     // floats from an 8-byte aligned base, direction_stride >= rows * 512 and even; rows and
     // in_width are positive and fit u32; the grid is (ceil(rows / tile rows), 512 / tile
-    // columns, 2), or (4 * ceil(rows / 128), 1, 2) for the warpgroup entries, with 256-thread
+    // columns, 2), or (min(8 * ceil(rows / 128), SMs), 1, 1) for the warpgroup entries (their
+    // work tiles are below 2^31; any grid size is correct for them), with 256-thread
     // blocks and exactly the entry's dynamic shared bytes (which Kernels::load allowed the
     // function; were it not, the driver refuses the launch, it does not run it). The output (the backend's projection buffer) is distinct from the input and
     // the weights, and stream order finishes the previous readers of the output before this
@@ -194,7 +204,7 @@ mod tests {
 
     #[test]
     fn a_valid_launch_gets_the_contract_grid() {
-        let (entry, p, cfg) = check((9, 0), ProjectionTile::Tf32x3, &args(589, 60)).unwrap();
+        let (entry, p, cfg) = check((9, 0), 132, ProjectionTile::Tf32x3, &args(589, 60)).unwrap();
         assert_eq!(entry, "bilstm_projection_tf32x3");
         assert_eq!(cfg.grid_dim, (5, 4, 2));
         assert_eq!(cfg.block_dim, (256, 1, 1));
@@ -205,9 +215,10 @@ mod tests {
         assert_eq!((p.0.rows, p.0.in_width), (589, 60));
         assert_eq!(p.0.out_direction_stride, 589 * 512);
         assert_eq!(p.0.weights, [1 << 30, (1 << 30) + 4096 * 1024]);
-        let (_, _, cfg) = check((8, 0), ProjectionTile::Tf32x3, &args(128 * 3 + 1, 256)).unwrap();
+        let (_, _, cfg) =
+            check((8, 0), 132, ProjectionTile::Tf32x3, &args(128 * 3 + 1, 256)).unwrap();
         assert_eq!(cfg.grid_dim.0, 4);
-        assert!(check((8, 6), ProjectionTile::Tf32x3, &args(3, 61)).is_ok());
+        assert!(check((8, 6), 132, ProjectionTile::Tf32x3, &args(3, 61)).is_ok());
         assert_eq!(
             crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32x3),
             (cfg.block_dim.0, cfg.shared_mem_bytes)
@@ -216,7 +227,8 @@ mod tests {
 
     #[test]
     fn the_small_tile_gets_its_own_grid_and_other_tiles_are_refused() {
-        let (entry, p, cfg) = check((9, 0), ProjectionTile::Tf32x3Small, &args(589, 60)).unwrap();
+        let (entry, p, cfg) =
+            check((9, 0), 132, ProjectionTile::Tf32x3Small, &args(589, 60)).unwrap();
         assert_eq!(entry, "bilstm_projection_tf32x3_small");
         assert_eq!(cfg.grid_dim, (10, 4, 2));
         assert_eq!(cfg.block_dim, (256, 1, 1));
@@ -226,8 +238,13 @@ mod tests {
         );
         assert_eq!(cfg.shared_mem_bytes, 46_080);
         assert_eq!((p.0.rows, p.0.in_width), (589, 60));
-        let (_, _, cfg) =
-            check((9, 0), ProjectionTile::Tf32x3Small, &args(64 * 3 + 1, 256)).unwrap();
+        let (_, _, cfg) = check(
+            (9, 0),
+            132,
+            ProjectionTile::Tf32x3Small,
+            &args(64 * 3 + 1, 256),
+        )
+        .unwrap();
         assert_eq!(cfg.grid_dim.0, 4);
         for tile in [
             ProjectionTile::Small64,
@@ -235,7 +252,7 @@ mod tests {
             ProjectionTile::Tf32,
         ] {
             assert!(matches!(
-                check((9, 0), tile, &args(589, 60)),
+                check((9, 0), 132, tile, &args(589, 60)),
                 Err(CudaError::Internal { .. })
             ));
         }
@@ -244,10 +261,15 @@ mod tests {
     #[test]
     fn the_warpgroup_tile_runs_column_tiles_side_by_side_on_9_0_only() {
         let wg = ProjectionTile::Tf32x3Wgmma;
-        let (entry, p, cfg) = check((9, 0), wg, &args(589, 64)).unwrap();
+        let (entry, p, cfg) = check((9, 0), 132, wg, &args(589, 64)).unwrap();
         assert_eq!(entry, "bilstm_projection_tf32x3_wgmma");
-        // ceil(589 / 128) = 5 row tiles x 4 column tiles, both directions.
-        assert_eq!(cfg.grid_dim, (20, 1, 2));
+        // ceil(589 / 128) = 5 row tiles x 4 column tiles x 2 directions: 40 work tiles, a block
+        // each; at batch 64 (37,696 rows) 2,360 tiles on one block an SM.
+        assert_eq!(cfg.grid_dim, (40, 1, 1));
+        let (_, _, big) = check((9, 0), 132, wg, &args(37_696, 256)).unwrap();
+        assert_eq!(big.grid_dim, (132, 1, 1));
+        let (_, _, few_sms) = check((9, 0), 0, wg, &args(37_696, 256)).unwrap();
+        assert_eq!(few_sms.grid_dim, (1, 1, 1));
         assert_eq!(
             (cfg.block_dim.0, cfg.shared_mem_bytes),
             crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32x3Wgmma)
@@ -261,7 +283,7 @@ mod tests {
         let mut a = args(10, 40);
         assert_eq!(a.weights[0].len, 2 * 48 * GATE_ROWS);
         assert!(matches!(
-            check((9, 0), wg, &a),
+            check((9, 0), 132, wg, &a),
             Err(CudaError::Contract {
                 what: "weight values",
                 ..
@@ -270,9 +292,10 @@ mod tests {
         for w in &mut a.weights {
             w.len = bilstm_core::layout::wgmma_image_len(40, GATE_ROWS);
         }
-        assert!(check((9, 0), wg, &a).is_ok());
+        assert!(check((9, 0), 132, wg, &a).is_ok());
         // The TF32 twin: the same launch under its own entry.
-        let (entry, _, cfg2) = check((9, 0), ProjectionTile::Tf32Wgmma, &args(589, 64)).unwrap();
+        let (entry, _, cfg2) =
+            check((9, 0), 132, ProjectionTile::Tf32Wgmma, &args(589, 64)).unwrap();
         assert_eq!(entry, "bilstm_projection_tf32_wgmma");
         assert_eq!(cfg2.grid_dim, cfg.grid_dim);
         assert_eq!(cfg2.shared_mem_bytes, cfg.shared_mem_bytes);
@@ -280,7 +303,7 @@ mod tests {
         for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
             for tile in [wg, ProjectionTile::Tf32Wgmma] {
                 assert!(matches!(
-                    check(cc, tile, &args(589, 64)),
+                    check(cc, 132, tile, &args(589, 64)),
                     Err(CudaError::Unsupported { .. })
                 ));
             }
@@ -291,12 +314,12 @@ mod tests {
     fn older_devices_and_broken_contracts_are_refused() {
         for cc in [(7, 0), (7, 5)] {
             assert!(matches!(
-                check(cc, ProjectionTile::Tf32x3Small, &args(589, 60)),
+                check(cc, 132, ProjectionTile::Tf32x3Small, &args(589, 60)),
                 Err(CudaError::Unsupported { .. })
             ));
         }
         let refused =
-            |a: ProjectionArgs, what: &str| match check((9, 0), ProjectionTile::Tf32x3, &a) {
+            |a: ProjectionArgs, what: &str| match check((9, 0), 132, ProjectionTile::Tf32x3, &a) {
                 Err(CudaError::Contract { what: w, .. }) => assert_eq!(w, what),
                 other => panic!("{what}: {other:?}"),
             };

@@ -191,13 +191,14 @@ pub struct KernelResources {
 pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [254, 254, 181];
 
 /// Registers per thread of the warpgroup-MMA 3xTF32 projection (`bilstm_projection_tf32x3_wgmma`,
-/// ptxas 13.0 for sm_90a, 2026-12-01): one 256-thread block per SM, which its
-/// [`PROJ_WG_SHARED_BYTES`] allow anyway.
-pub const PROJ_WG_REGISTERS: u32 = 250;
+/// ptxas 13.0 for sm_90a, 2026-12-02 session 9: 216 since the persistent pipeline; 250 before):
+/// one 256-thread block per SM, which its [`PROJ_WG_SHARED_BYTES`] allow anyway.
+pub const PROJ_WG_REGISTERS: u32 = 216;
 /// Registers per thread of its TF32 twin (`bilstm_projection_tf32_wgmma`, ptxas 13.0 for
-/// sm_90a, 2026-12-01 session 8: 144 since it copies only the high part of the weight image;
-/// 176 before): also one block per SM (the same shared bytes).
-pub const PROJ_WG_TF32_REGISTERS: u32 = 144;
+/// sm_90a, 2026-12-02 session 9: 124 since the persistent pipeline; 144 in session 8, 176
+/// before it copied only the high part of the weight image): also one block per SM (the same
+/// shared bytes).
+pub const PROJ_WG_TF32_REGISTERS: u32 = 124;
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
 /// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the
