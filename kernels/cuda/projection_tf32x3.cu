@@ -377,14 +377,16 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 //   arch-specific features of sm_90a; the host compiles 9.0 devices' modules so); elsewhere the
 //   entry is a trap and the host never launches it.
 // - Grid: (G, 1, 1), any G >= 1 (the host: min(tiles, SMs), one block an SM); persistent: block
-//   b runs work tiles b, b + G, ... of tiles = 8 * ceil(rows / BILSTM_PROJ_WG_TILE_ROWS) (below
-//   2^31), tile t being row tile t / 8, direction (t / 4) % 2 and column tile t % 4 (for
+//   b runs work tiles b, b + G, ... of tiles = 8 * ceil(rows / BILSTM_PROJ_WG_TILE_ROWS) (at most
+//   2^28, rows being u32), tile t being row tile t / 8, direction (t / 4) % 2 and column tile t % 4 (for
 //   BILSTM_GATE_ROWS = 4 * BILSTM_PROJ_WG_TILE_COLS; the eight tiles reading the same
 //   activations are neighbours, so concurrent blocks share them in L2). Block:
 //   (BILSTM_BLOCK_THREADS, 1, 1) = two warpgroups. Dynamic shared bytes:
 //   BILSTM_PROJ_WG_SHARED_BYTES (raised once after loading): BILSTM_PROJ_WG_STAGES stages, then
 //   2 * STAGES mbarriers; based 1024-byte aligned (no static shared memory; the kernel traps
-//   otherwise).
+//   otherwise). The pipeline's mbarrier waits are unbounded: every arrival they wait for comes
+//   from the block's own warps or from the bulk-copy engine (a fault ends the whole kernel), so
+//   no partner can be lost as between the cluster recurrence's CTAs.
 // - Parameters: bl_projection_params, with weights[d] the warpgroup image of direction d
 //   (PackedOffsets::input_x3_wgmma, bilstm_core::layout::pack_input_x3_wgmma_into): per part
 //   (TF32 high parts, then remainders), per column tile, per K tile of BILSTM_PROJ_WG_K_TILE,

@@ -99,11 +99,9 @@ pub(crate) fn check(
     let row_tiles = args.rows.div_ceil(tile_rows);
     let col_tiles = GATE_ROWS / tile_cols;
     // The warpgroup entries loop over the work tiles (row tile, direction, column tile): one
-    // block an SM, none without a tile. The kernel counts tiles in u32 (and adds the grid).
+    // block an SM, none without a tile. The kernel counts tiles in u32 and adds the grid to
+    // them: rows fit u32 (check_io), so there are at most 2^28 tiles.
     let work_tiles = row_tiles.saturating_mul(2 * col_tiles);
-    if wgmma {
-        require(kernel, "work tiles", work_tiles, i32::MAX as usize)?;
-    }
     let grid_x = if wgmma {
         work_tiles.min(sm_count.max(1) as usize)
     } else {
@@ -160,8 +158,8 @@ pub(crate) fn launch(
     // image, every float of which they may read); the output holds direction_stride + rows * 512
     // floats from an 8-byte aligned base, direction_stride >= rows * 512 and even; rows and
     // in_width are positive and fit u32; the grid is (ceil(rows / tile rows), 512 / tile
-    // columns, 2), or (min(8 * ceil(rows / 128), SMs), 1, 1) for the warpgroup entries (their
-    // work tiles are below 2^31; any grid size is correct for them), with 256-thread
+    // columns, 2), or (min(8 * ceil(rows / 128), SMs), 1, 1) for the warpgroup entries (at most
+    // 2^28 work tiles; any grid size is correct for them), with 256-thread
     // blocks and exactly the entry's dynamic shared bytes (which Kernels::load allowed the
     // function; were it not, the driver refuses the launch, it does not run it). The output (the backend's projection buffer) is distinct from the input and
     // the weights, and stream order finishes the previous readers of the output before this
