@@ -260,7 +260,15 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
             .ptx;
         let real = arch >= (8, 0);
         let wgmma = bilstm_core::plan::wgmma_available(arch);
-        assert_eq!(ptx.contains("trap;"), !wgmma, "{arch:?}: trap stubs");
+        // Where the warpgroup entries are real, the module's only traps are their guards
+        // against a dynamic shared base off the 1,024-byte swizzle atoms (one an entry);
+        // elsewhere they are trap stubs (and so are the mma.sync entries before 8.0).
+        let traps = ptx.matches("trap;").count();
+        if wgmma {
+            assert_eq!(traps, 2, "{arch:?}: only the two alignment guards trap");
+        } else {
+            assert!(traps >= 2, "{arch:?}: trap stubs ({traps} traps)");
+        }
         assert_eq!(
             ptx.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
                 .count(),
