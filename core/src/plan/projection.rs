@@ -81,8 +81,10 @@ pub const TF32X3_LARGE_MIN_ROWS: usize = 5_000;
 /// against 6.9, GEMM error against f64 2.4e-7 (the mma.sync numerics: 1.3e-7); in the stack
 /// (call 8, ms a forward against the mma.sync tiles' in the same call): batch 1 1.335 / 1.343,
 /// 8 1.447 / 1.539, 32 1.963 / 2.235, 64 3.283 / 3.823, 1024 35.90 (was 44.35); stack error
-/// 8.5e-7 .. 9.2e-7 against f64 (was 4.2e-7; FP32 budget 2e-6). 10.0 and 12.x have no `wgmma`
-/// (their tensor-core generations differ), so the list is 9.0 alone.
+/// 8.5e-7 .. 9.2e-7 against f64 (was 4.2e-7; FP32 budget 2e-6). Session 9 made the kernel
+/// persistent (same bits): batch 1024 layer 1-3 projection 3.53 ms (was ~4.1), forward 33.96
+/// ms; batch 256 8.54 (call 7). 10.0 and 12.x have no `wgmma` (their tensor-core generations
+/// differ), so the list is 9.0 alone.
 pub const WGMMA_ARCHITECTURES: [(u32, u32); 1] = [(9, 0)];
 
 /// Whether `compute_capability` is one of [`WGMMA_ARCHITECTURES`].
