@@ -1,7 +1,8 @@
 // mma.cuh: what the tensor-core projections (projection_tf32.cu, projection_tf32x3.cu) share:
-// shared-window addresses, cp.async copies, TF32 rounding and splitting, and one m16n8k8 TF32
-// mma.sync. Everything here needs compute capability 8.0 or later and is compiled only there
-// (#if __CUDA_ARCH__ >= 800); the kernels trap below that.
+// shared-window addresses, cp.async copies (and the activation-tile copy built on them), TF32
+// rounding and splitting, and one m16n8k8 TF32 mma.sync. Everything here needs compute
+// capability 8.0 or later and is compiled only there (#if __CUDA_ARCH__ >= 800); the kernels
+// trap below that.
 
 #ifndef BILSTM_HIDDEN
 #error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
@@ -11,6 +12,9 @@
 
 // The largest finite TF32 value, (2 - 2^-10) * 2^127 (bits 0x7f7fe000).
 #define BL_TF32_MAX_FINITE 0x1.ffcp+127f
+
+// Floats per 16-byte cp.async chunk (the tiles' layouts use it on every architecture).
+constexpr int BL_CP_VEC = 4;
 
 #if __CUDA_ARCH__ >= 800
 
@@ -41,6 +45,40 @@ __device__ __forceinline__ void bl_cp_async_commit() {
 template <int PENDING>
 __device__ __forceinline__ void bl_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" : : "n"(PENDING) : "memory");
+}
+
+// Starts the copy of an activation tile into shared memory at `a_base`: ROWS rows of KT values
+// from row m0 and column k0 of x ([rows, in_width], row-major), rows LDA floats apart, in 16-byte
+// chunks spread over the block (x_chunks: every row starts 16-byte aligned and in_width is a
+// multiple of 4, so a chunk lies wholly inside or outside a row) or else 4-byte copies; values
+// past the last row or column are zero-filled. THREADS threads share the copy (the block, or
+// one warp copying the rows it reads), `tid` numbering them. Every tensor-core projection uses it
+// (projection_tf32.cu, projection_tf32x3.cu).
+template <int ROWS, int KT, int LDA, int THREADS = BILSTM_BLOCK_THREADS>
+__device__ __forceinline__ void bl_copy_activations(bl_u32 a_base, const float* __restrict__ x, bl_u64 m0,
+                                                       bl_u64 rows, bl_u32 in_width, bl_u32 k0, bool x_chunks,
+                                                       int tid) {
+    constexpr int ROW_CHUNKS = KT / BL_CP_VEC;
+    static_assert(ROWS * ROW_CHUNKS % THREADS == 0, "A chunks evenly");
+#pragma unroll
+    for (int i = 0; i < ROWS * ROW_CHUNKS / THREADS; ++i) {
+        const int e = tid + i * THREADS;
+        const int r = e / ROW_CHUNKS;
+        const int c = e % ROW_CHUNKS;
+        const bl_u64 row = m0 + r;
+        const bl_u32 k = k0 + c * BL_CP_VEC;
+        const bl_u32 dst = a_base + (bl_u32)((r * LDA + c * BL_CP_VEC) * 4);
+        if (x_chunks) {
+            const bool live = row < rows && k < in_width;
+            bl_cp_async_16(dst, live ? x + row * in_width + k : x, live ? 16u : 0u);
+        } else {
+#pragma unroll
+            for (int j = 0; j < BL_CP_VEC; ++j) {
+                const bool live = row < rows && k + j < in_width;
+                bl_cp_async_4(dst + j * 4, live ? x + row * in_width + k + j : x, live ? 4u : 0u);
+            }
+        }
+    }
 }
 
 // Rounds to TF32 (10 fraction bits), to nearest with ties to even; the result is an f32 value.

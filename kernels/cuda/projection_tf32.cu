@@ -88,7 +88,7 @@ constexpr int BL_TF32_WARPS_M = BL_TF32_ROWS / BL_TF32_WS;
 constexpr int BL_TF32_WARPS_N = BL_TF32_COLS / BL_TF32_WS;
 constexpr int BL_TF32_MT = BL_TF32_WS / BL_MMA_M;  // mma tiles per warp, down
 constexpr int BL_TF32_NT = BL_TF32_WS / BL_MMA_N;  // mma tiles per warp, across
-constexpr int BL_TF32_VEC = 4;                     // floats per 16-byte cp.async chunk
+constexpr int BL_TF32_VEC = BL_CP_VEC;             // floats per 16-byte cp.async chunk
 constexpr int BL_TF32_ROW_CHUNKS = BL_TF32_KT / BL_TF32_VEC;
 constexpr int BL_TF32_A_CHUNKS = BL_TF32_ROWS * BL_TF32_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
 constexpr int BL_TF32_B_CHUNKS = BL_TF32_COLS * BL_TF32_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
@@ -138,25 +138,7 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
     auto issue = [&](bl_u32 k0, int stage) {
         const bl_u32 a_base = shared_base + (bl_u32)(stage * BL_TF32_STAGE_FLOATS * 4);
         const bl_u32 b_base = a_base + BL_TF32_A_FLOATS * 4;
-#pragma unroll
-        for (int i = 0; i < BL_TF32_A_CHUNKS; ++i) {
-            const int e = tid + i * BILSTM_BLOCK_THREADS;
-            const int r = e / BL_TF32_ROW_CHUNKS;
-            const int c = e % BL_TF32_ROW_CHUNKS;
-            const bl_u64 row = m0 + r;
-            const bl_u32 k = k0 + c * BL_TF32_VEC;
-            const bl_u32 dst = a_base + (bl_u32)((r * BL_TF32_LD + c * BL_TF32_VEC) * 4);
-            if (x_chunks) {
-                const bool live = row < rows && k < in_width;
-                bl_cp_async_16(dst, live ? x + row * in_width + k : x, live ? 16u : 0u);
-            } else {
-#pragma unroll
-                for (int j = 0; j < BL_TF32_VEC; ++j) {
-                    const bool live = row < rows && k + j < in_width;
-                    bl_cp_async_4(dst + j * 4, live ? x + row * in_width + k + j : x, live ? 4u : 0u);
-                }
-            }
-        }
+        bl_copy_activations<BL_TF32_ROWS, BL_TF32_KT, BL_TF32_LD>(a_base, x, m0, rows, in_width, k0, x_chunks, tid);
 #pragma unroll
         for (int i = 0; i < BL_TF32_B_CHUNKS; ++i) {
             const int e = tid + i * BILSTM_BLOCK_THREADS;

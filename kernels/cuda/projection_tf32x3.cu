@@ -101,7 +101,7 @@ constexpr int BL_X3_MMA_M = 16;
 constexpr int BL_X3_MMA_N = 8;
 constexpr int BL_X3_MMA_K = 8;
 constexpr int BL_X3_WARPS = BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS;
-constexpr int BL_X3_VEC = 4;  // floats per 16-byte cp.async chunk
+constexpr int BL_X3_VEC = BL_CP_VEC;  // floats per 16-byte cp.async chunk
 
 static_assert(BILSTM_BLOCK_THREADS % BILSTM_WARP_THREADS == 0, "whole warps");
 
@@ -149,41 +149,6 @@ struct bl_x3_tile {
 };
 
 #if __CUDA_ARCH__ >= 800
-// Starts the copy of an activation tile into shared memory at `a_base`: ROWS rows of KT values
-// from row m0 and column k0 of x ([rows, in_width], row-major), rows LDA floats apart, in 16-byte
-// chunks spread over the block (x_chunks: every row starts 16-byte aligned and in_width is a
-// multiple of 4, so a chunk lies wholly inside or outside a row) or else 4-byte copies; values
-// past the last row or column are zero-filled. THREADS threads share the copy (the block, or
-// one warp copying the rows it reads), `tid` numbering them. Both projections' bodies use it.
-template <int ROWS, int KT, int LDA, int THREADS = BILSTM_BLOCK_THREADS>
-__device__ __forceinline__ void bl_x3_copy_activations(bl_u32 a_base, const float* __restrict__ x, bl_u64 m0,
-                                                       bl_u64 rows, bl_u32 in_width, bl_u32 k0, bool x_chunks,
-                                                       int tid) {
-    constexpr int ROW_CHUNKS = KT / BL_X3_VEC;
-    static_assert(ROWS * ROW_CHUNKS % THREADS == 0, "A chunks evenly");
-#pragma unroll
-    for (int i = 0; i < ROWS * ROW_CHUNKS / THREADS; ++i) {
-        const int e = tid + i * THREADS;
-        const int r = e / ROW_CHUNKS;
-        const int c = e % ROW_CHUNKS;
-        const bl_u64 row = m0 + r;
-        const bl_u32 k = k0 + c * BL_X3_VEC;
-        const bl_u32 dst = a_base + (bl_u32)((r * LDA + c * BL_X3_VEC) * 4);
-        if (x_chunks) {
-            const bool live = row < rows && k < in_width;
-            bl_cp_async_16(dst, live ? x + row * in_width + k : x, live ? 16u : 0u);
-        } else {
-#pragma unroll
-            for (int j = 0; j < BL_X3_VEC; ++j) {
-                const bool live = row < rows && k + j < in_width;
-                bl_cp_async_4(dst + j * 4, live ? x + row * in_width + k + j : x, live ? 4u : 0u);
-            }
-        }
-    }
-}
-#endif  // __CUDA_ARCH__ >= 800
-
-#if __CUDA_ARCH__ >= 800
 // The body of both entries: the projection tile (blockIdx.x, blockIdx.y) of direction
 // blockIdx.z, T a bl_x3_tile.
 template <typename T>
@@ -218,7 +183,7 @@ __device__ __forceinline__ void bl_projection_tf32x3(const bl_projection_params&
     auto issue = [&](bl_u32 k0, int stage) {
         const bl_u32 a_base = shared_base + (bl_u32)(stage * T::STAGE_FLOATS * 4);
         const bl_u32 b_base = a_base + T::A_FLOATS * 4;
-        bl_x3_copy_activations<T::WARPS_M * T::MT * BL_X3_MMA_M, BL_X3_KT, BL_X3_LDA>(a_base, x, m0, rows, in_width,
+        bl_copy_activations<T::WARPS_M * T::MT * BL_X3_MMA_M, BL_X3_KT, BL_X3_LDA>(a_base, x, m0, rows, in_width,
                                                                                    k0, x_chunks, tid);
 #pragma unroll
         for (int i = 0; i < T::B_CHUNKS; ++i) {
@@ -426,15 +391,14 @@ __device__ __forceinline__ void bl_wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;" : : : "memory");
 }
 
-// Waits until at most PENDING of this warp's committed wgmma groups are still running.
-template <int PENDING>
-__device__ __forceinline__ void bl_wg_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" : : "n"(PENDING) : "memory");
+// Waits until every wgmma group this warp committed has completed.
+__device__ __forceinline__ void bl_wg_wait_all() {
+    asm volatile("wgmma.wait_group.sync.aligned 0;" : : : "memory");
 }
 
 // d = a * B + (accumulate ? d : 0) for the warpgroup's 64 x 128 tile, one k-step of 8: a the
 // mma.m16n8k8 TF32 A fragment of this warp's 16 rows, B the 8 x 128 K-major weights at `b`.
-// Asynchronous: d is valid after bl_wg_commit and bl_wg_wait<0>.
+// Asynchronous: d is valid after bl_wg_commit and bl_wg_wait_all.
 __device__ __forceinline__ void bl_wgmma_tf32(float (&d)[64], const bl_u32 (&a)[4], bl_u64 b, bl_u32 accumulate) {
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %68, 0;\n\t"
@@ -556,7 +520,7 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
         const bl_u32 stage = (bl_u32)(f % BL_WG_STAGES);
         const bl_u32 a_base = shared_base + stage * (bl_u32)(BL_WG_STAGE_FLOATS * 4);
         const bl_u64 m0 = (bl_u64)(t / TILES_PER_ROW_TILE) * BL_WG_ROWS + (bl_u64)my_row;
-        bl_x3_copy_activations<16, BL_WG_KT, BL_WG_LDA, BILSTM_WARP_THREADS>(
+        bl_copy_activations<16, BL_WG_KT, BL_WG_LDA, BILSTM_WARP_THREADS>(
             a_base + (bl_u32)(my_row * BL_WG_LDA * 4), x, m0, rows, in_width, kt * BL_WG_KT, x_chunks, lane);
         bl_cp_async_commit();
         if (tid == 0) {
@@ -653,7 +617,7 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
             }
             // This warpgroup's products of the stage are done (and no wgmma reads a fragment
             // register any more): release the stage, and for 3xTF32 add the step's sum.
-            bl_wg_wait<0>();
+            bl_wg_wait_all();
             if (lane == 0) {
                 bl_mbar_arrive(empty0 + 8u * stage);
             }
