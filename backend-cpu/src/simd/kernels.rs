@@ -10,6 +10,8 @@
 //!   contiguous: a strip is 16 KiB for width 256 and stays in L1).
 //! - Recurrent weights: `cols / 16` strips `[H][16]` (8 KiB each, contiguous;
 //!   a step streams R from L2 in long sequential runs).
+//! - Projection inputs: each L2 block's full register tiles of rows are packed once per call
+//!   into a per-thread panel (`[K][rows of the tile]`), which every strip then reads.
 //!
 //! # Numerics (fixed: the CPU backend's bits depend on it)
 //! Every projection value is one FMA chain in ascending `k` starting from `0.0`; every gate
@@ -22,6 +24,7 @@
 
 use super::math::{sigmoid_n, tanh_n};
 use super::{Lanes, ProjectTile, RecurrentTile, SingleTile, Tiles, Wide};
+use std::cell::RefCell;
 
 /// Hidden units per direction (the only size core accepts).
 pub(crate) const H: usize = 128;
@@ -51,7 +54,8 @@ pub(crate) const ZMM_RECURRENT_STRIPS: [usize; 4] = [4, 8, 4, 4];
 /// of a taller one).
 const TILE_ROWS: usize = 6;
 /// Rows of the projection's L2 block (the `x` rows one pass over all strips reuses) in
-/// register tiles.
+/// register tiles; also the most full tiles a block packs into its panel (a block of whole
+/// groups holds at most `BLOCK_TILES * MR` rows, so at most this many full tiles).
 const BLOCK_TILES: usize = 16;
 /// How far ahead (in rows of `k`) the prefetching one-window tile ([`SingleTile::Seq256Prefetch`])
 /// asks for R: 2 rows of 1 KiB.
@@ -109,6 +113,15 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
         return;
     }
     let (strip_rows, _) = p.strips[..COLS * width].as_chunks::<STRIP_COLS>();
+    // The block's full MR-row tiles, packed once (at the first strip) and read by every strip;
+    // without room for them (an allocation refused) the tiles read the rows in place.
+    let mut panel = PANEL.with(RefCell::take);
+    let panel_len = BLOCK_TILES * MR * width;
+    let packed = panel.len() >= panel_len
+        || panel
+            .try_reserve_exact(panel_len - panel.len())
+            .map(|()| panel.resize(panel_len, 0.0))
+            .is_ok();
     // L2 blocks of about BLOCK_ROWS rows: whole groups when groups are short, else slices
     // of one group.
     let block_rows = BLOCK_TILES * MR;
@@ -124,6 +137,8 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
             let r_end = (r0 + rows_per_block).min(rows);
             for (s, strip) in strip_rows.chunks_exact(width * NS).enumerate() {
                 let col0 = s * NS * STRIP_COLS;
+                // The block's full tiles in order: the same numbering for every strip.
+                let mut t = 0;
                 for g in g0..g_end {
                     let (base, out_base) = (g * stride, g * out_stride);
                     if s == 0 {
@@ -135,7 +150,16 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
                     let mut r = r0;
                     while r + MR <= r_end {
                         let at = [base + r, out_base + r];
-                        tile::<W, MR, NS>(p, at, strip, out, col0);
+                        match panel.get_mut(t * MR * width..(t + 1) * MR * width) {
+                            Some(rows) if packed && t < BLOCK_TILES => {
+                                if s == 0 {
+                                    pack_rows::<MR>(p, at[0], rows);
+                                }
+                                packed_tile::<W, MR, NS>(rows, at[1], strip, out, col0);
+                            }
+                            _ => tile::<W, MR, NS>(p, at, strip, out, col0),
+                        }
+                        t += 1;
                         r += MR;
                     }
                     while MR > TILE_ROWS && r + TILE_ROWS <= r_end {
@@ -153,6 +177,89 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
                         _ => {}
                     }
                 }
+            }
+        }
+    }
+    PANEL.with(|cell| cell.replace(panel));
+}
+
+thread_local! {
+    /// Each thread's packed input rows of [`project`]'s current block (grown once to the
+    /// largest block it met, then reused; nothing in it outlives a call).
+    static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Packs `MR` input rows from `row` (both parts, part 0's columns first, so `k` runs as in
+/// [`tile`]) k-major: `panel[k * MR + i]` is row `row + i`'s value `k`, so a tile's `MR`
+/// broadcasts of one `k` read one contiguous run.
+#[inline(always)]
+fn pack_rows<const MR: usize>(p: &Projection<'_>, row: usize, panel: &mut [f32]) {
+    let mut k0 = 0;
+    for (x, &pw) in p.x.iter().zip(&p.widths) {
+        for i in 0..MR {
+            let Some(src) = x.get((row + i) * pw..(row + i + 1) * pw) else {
+                continue;
+            };
+            for (k, &v) in src.iter().enumerate() {
+                if let Some(d) = panel.get_mut((k0 + k) * MR + i) {
+                    *d = v;
+                }
+            }
+        }
+        k0 += pw;
+    }
+}
+
+/// [`tile`] on rows packed by [`pack_rows`] (`panel`: K runs of `MR` values): the same FMA
+/// chain per value (ascending `k` from `0.0`), so the same bits; the `MR` broadcasts of a `k`
+/// come from one cache line instead of `MR` row streams. Measured on the development machine
+/// (2026-12-02, AMD EPYC Zen 3, AVX2, one thread, batch 32, `bilstm bench --backend cpu`): 820 to
+/// 871 ms a forward against 840 to 969 unpacked, three alternating rounds.
+#[inline(always)]
+fn packed_tile<W: Wide, const MR: usize, const NS: usize>(
+    panel: &[f32],
+    out_row: usize,
+    strips: &[[f32; STRIP_COLS]],
+    out: &mut [f32],
+    col0: usize,
+) {
+    let width = strips.len() / NS;
+    let (rows, _) = panel.as_chunks::<MR>();
+    let parts: [&[[f32; STRIP_COLS]]; NS] =
+        std::array::from_fn(|q| strips.get(q * width..(q + 1) * width).unwrap_or(&[]));
+    if rows.len() < width || parts.iter().any(|part| part.len() != width) {
+        return;
+    }
+    let mut acc = [[W::splat(0.0); NS]; MR];
+    for (k, xr) in rows[..width].iter().enumerate() {
+        let w: [W; NS] = std::array::from_fn(|q| W::load(&parts[q][k]));
+        for (a, &xv) in acc.iter_mut().zip(xr) {
+            let xb = W::splat(xv);
+            for (aq, &wq) in a.iter_mut().zip(&w) {
+                *aq = xb.mul_add(wq, *aq);
+            }
+        }
+    }
+    store_tile(&acc, out_row, out, col0);
+}
+
+/// Stores a tile's accumulators: row `i`, strip `q` to output row `out_row + i`, columns
+/// `col0 + 16 q ..` (out of range: nothing).
+#[inline(always)]
+fn store_tile<W: Wide, const MR: usize, const NS: usize>(
+    acc: &[[W; NS]; MR],
+    out_row: usize,
+    out: &mut [f32],
+    col0: usize,
+) {
+    for (i, a) in acc.iter().enumerate() {
+        for (q, aq) in a.iter().enumerate() {
+            let o = (out_row + i) * COLS + col0 + q * STRIP_COLS;
+            if let Some(dst) = out
+                .get_mut(o..)
+                .and_then(|o| o.first_chunk_mut::<STRIP_COLS>())
+            {
+                aq.store(dst);
             }
         }
     }
@@ -224,17 +331,7 @@ fn tile<W: Wide, const MR: usize, const NS: usize>(
         }
         k0 += pw;
     }
-    for (i, a) in acc.iter().enumerate() {
-        for (q, aq) in a.iter().enumerate() {
-            let o = (at[1] + i) * COLS + col0 + q * STRIP_COLS;
-            if let Some(dst) = out
-                .get_mut(o..)
-                .and_then(|o| o.first_chunk_mut::<STRIP_COLS>())
-            {
-                aq.store(dst);
-            }
-        }
-    }
+    store_tile(&acc, at[1], out, col0);
 }
 
 /// One direction's recurrence over `batch` windows of `frames` frames.
