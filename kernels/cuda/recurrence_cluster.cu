@@ -779,41 +779,61 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // ---- The four-window register kernels (bilstm_recurrence_cluster2w4 / 2w8) ----------------------
 // A 2-CTA cluster per direction and G quads of 4 windows (G = 1: 2w4; G = 2: 2w8, the quads
 // taken in turn each step, each with its own pair of mbarriers, so one quad's exchange is in
-// flight while the other computes), R in registers exactly as the
-// one-window kernel (group g = rank * 16 + threadIdx.x / 16 owns the packed rows 16 g .. 16 g +
-// 15, units 4 g .. 4 g + 3; lane j = threadIdx.x % 16 holds chain j, terms 8 j .. 8 j + 7, of
-// each), but the four windows' dots are reduced together, so that every lane ends with the four
-// gates of one (window, unit) and runs that cell itself: no lane idles in the gate math and no
-// shuffle gathers gates. Value (window w, unit-in-group u, gate q) of the 64 a lane computes
-// each step is reduced over the lane offsets 1, 2, 4, 8 (the fixed tree of numerics.cuh, as in
-// the one-window kernel: pairs of chains, quads, eights, halves) splitting, level by level, on
-// window bit 0, window bit 1, unit bit 1, unit bit 0: lane j keeps window j & 3, unit
-// 2 b2(j) + b3(j) of its group, all four gates. No select: lane j reads window
-// ((q ^ b1(j)) << 1) | (s ^ b0(j)) into pair slot q, member s, and holds the rows of unit
-// us ^ (2 b2(j) + b3(j)) in unit slot us, so what it keeps is always the lower half of its
-// slots and what it sends the upper half (the partner's order is the same with that bit
-// flipped). Pair by pair: the two windows of a pair are reduced over offset 1 before the next
-// pair's products, so 16 + 32 values are live, not 64. Each lane pushes its h to both CTAs
-// (slot s % 2, window j & 3, its unit; 2,048 bytes a step complete each CTA's mbarrier), stores
-// it to the output and keeps c in a register. Waits, slot reuse (per quad), the lost-partner
-// timeout, the stall hook and the progress report (once, after the last step) are the
-// window-tile kernel's. H200 (2026-12-01 session 8 calls 5-7, `bench --phases`): 0.71 ms a layer
-// for a wave of 64 quads (batch 128; 2 windows a cluster: 1.18 in two waves), 1.38 for a wave of
-// 64 two-quad clusters (batch 256; the 8-window shared-memory tile it replaced: 1.94); bits
-// equal to every other kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
+// flight while the other computes), R in registers: row group g = rank * 32 + threadIdx.x / 8
+// (8 lanes) owns the packed rows 8 g .. 8 g + 7, units 2 g and 2 g + 1; lane m = threadIdx.x % 8
+// holds chains 2 m and 2 m + 1 (terms 16 m .. 16 m + 15) of each, and adds the two in a register
+// (the tree's first level: pairs of chains). The four windows' dots are reduced together, so
+// that every lane ends with the four gates of one (window, unit) and runs that cell itself: no
+// lane idles in the gate math and no shuffle gathers gates. Value (window w, unit-in-group u,
+// gate q) of the 32 pair sums a lane computes each step is reduced over the lane offsets 1, 2,
+// 4 (the rest of the fixed tree of numerics.cuh: quads of chains, eights, halves) splitting,
+// level by level, on window bit 0, window bit 1, the unit bit: lane m keeps window m & 3, unit
+// b2(m) of its group, all four gates. No select: lane m reads window
+// ((q ^ b1(m)) << 1) | (s ^ b0(m)) into pair slot q, member s, and holds the rows of unit
+// us ^ b2(m) in unit slot us, so what it keeps is always the lower half of its slots and what it
+// sends the upper half (the partner's order is the same with that bit flipped). Pair by pair:
+// the two windows of a pair are reduced over offset 1 before the next pair's products. h slots
+// hold each window's 128 units in eight 16-unit pieces 20 floats apart (a lane's four 16-byte
+// loads of its piece: the eight lanes of a load phase hit distinct banks). Each lane pushes its h
+// to both CTAs (slot s % 2, window m & 3, its unit; 2,048 bytes a step complete each CTA's
+// mbarrier), stores it to the output and keeps c in a register. Waits, slot reuse (per quad),
+// the lost-partner timeout, the stall hook and the progress report (once, after the last step)
+// are the window-tile kernel's. H200 (2026-12-01 session 8 calls 5-7, `bench --phases`, with
+// 16-lane groups, one chain a lane: four shuffle levels): 0.71 ms a layer for a wave of 64
+// quads (batch 128), 1.38 for a wave of 64 two-quad clusters (batch 256); session 10 (ncu,
+// batch 256, layer 1): issue-bound, 1,761 warp instructions a warp and step of which 120
+// shuffles, which the 8-lane groups cut to 56 (16 more 16-byte loads). Bits equal to every other
+// kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
+// Lanes of a quad kernel's row group, rows a group, floats of a lane's piece of h and the
+// distance between pieces (padded so that eight lanes' 16-byte loads hit distinct banks).
+constexpr int BL_QD_LANES = 8;
+constexpr int BL_QD_ROWS = 8;
+constexpr int BL_QD_PIECE = 2 * BL_CL_TERMS;
+constexpr int BL_QD_PIECE_STRIDE = BL_QD_PIECE + 4;
+constexpr int BL_QD_H_ROW = (BILSTM_HIDDEN / BL_QD_PIECE) * BL_QD_PIECE_STRIDE;
+static_assert(BILSTM_HIDDEN == BL_QD_LANES * BL_QD_PIECE, "eight lanes cover h");
+static_assert(BL_QD_PIECE_STRIDE % 32 == 20 && BL_QD_H_ROW % 32 == 0,
+              "pieces 20 floats apart: banks 20 m mod 32 differ for m < 8, in every window");
+
+// The shared-slot float index of unit u in a quad kernel's padded row of h.
+__device__ __forceinline__ bl_u32 bl_qd_index(bl_u32 u) {
+    return (u / BL_QD_PIECE) * BL_QD_PIECE_STRIDE + u % BL_QD_PIECE;
+}
+
 template <int G>
 __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_cluster_params& p) {
     constexpr int S = 2;
     constexpr int Q = 4;          // windows a group (a quad)
     constexpr int W = Q * G;      // windows a cluster
-    constexpr int ROWS = 16;
+    constexpr int ROWS = BL_QD_ROWS;
+    constexpr int GROUPS_PER_CTA = BL_CL_THREADS / BL_QD_LANES;
     constexpr bl_u32 GROUP_BYTES = (bl_u32)Q * BL_CL_STEP_BYTES;
     static_assert(G == 1 || G == 2, "one quad, or two taken in turn");
-    static_assert(BILSTM_GATE_ROWS / (S * BL_CL_GROUPS_PER_CTA) == ROWS, "16 rows a group");
-    static_assert(ROWS == 4 * BILSTM_GATES, "four units of four gates a group");
+    static_assert(BILSTM_GATE_ROWS / (S * GROUPS_PER_CTA) == ROWS, "8 rows a group");
+    static_assert(ROWS == 2 * BILSTM_GATES, "two units of four gates a group");
 
-    // h_s[slot][quad][window in quad][unit]; bar[slot * G + quad].
-    __shared__ __align__(16) float h_s[2][G][Q][BILSTM_HIDDEN];
+    // h_s[slot][quad][window in quad][padded unit]; bar[slot * G + quad].
+    __shared__ __align__(16) float h_s[2][G][Q][BL_QD_H_ROW];
     __shared__ __align__(8) bl_u64 bar[2 * G];
 
     const bl_u32 rank = bl_cl_rank();
@@ -825,8 +845,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
     const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
     const int tid = threadIdx.x;
-    const int lane = tid % BL_CL_LANES;
-    const bl_u32 group = rank * BL_CL_GROUPS_PER_CTA + tid / BL_CL_LANES;
+    const int lane = tid % BL_QD_LANES;
+    const bl_u32 group = rank * GROUPS_PER_CTA + tid / BL_QD_LANES;
     const bl_u32 frames = p.frames;
     const bool stalled = p.stall_cta == (int)blockIdx.x;
     const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
@@ -835,18 +855,20 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
     const int wb0 = lane & 1;
     const int wb1 = (lane >> 1) & 1;
-    const int ubits = (((lane >> 2) & 1) << 1) | ((lane >> 3) & 1);
-    float r[ROWS][BL_CL_TERMS];
+    const int ub = (lane >> 2) & 1;
+    // Slot i = 4 us + gate: chains 2 lane and 2 lane + 1 of row (2 group + (us ^ ub)) * 4 + gate.
+    float r[ROWS][2][BL_CL_TERMS];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        const bl_u32 row = group * ROWS + (bl_u32)((((i >> 2) ^ ubits) << 2) | (i & 3));
-        bl_cl_load_chain(r[i], recurrent, row, lane);
+        const bl_u32 row = group * ROWS + (bl_u32)((((i >> 2) ^ ub) << 2) | (i & 3));
+        bl_cl_load_chain(r[i][0], recurrent, row, 2 * lane);
+        bl_cl_load_chain(r[i][1], recurrent, row, 2 * lane + 1);
     }
 
     // This lane's cells: window `mine` of each quad (a copy of the last real window where it
     // does not exist), unit `unit`.
     const int mine = lane & 3;
-    const bl_u32 unit = group * (ROWS / BILSTM_GATES) + (bl_u32)ubits;
+    const bl_u32 unit = group * (ROWS / BILSTM_GATES) + (bl_u32)ub;
     const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
     bl_u64 window_row[G];
     bool real[G];
@@ -866,6 +888,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
     const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
     const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0][0]);
+    const bl_u32 my_index = bl_qd_index(unit);
     bl_cl_init_step_barriers<2 * G>(tid, bar_addr0);
     bl_cl_cluster_sync();
 
@@ -916,13 +939,23 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 #pragma unroll
                     for (int s = 0; s < 2; ++s) {
                         const int w = ((q ^ wb1) << 1) | (s ^ wb0);
-                        const float4* hv = reinterpret_cast<const float4*>(&h_s[prev][g][w][lane * BL_CL_TERMS]);
-                        const float4 ha = hv[0];
-                        const float4 hb = hv[1];
-                        const float h[BL_CL_TERMS] = {ha.x, ha.y, ha.z, ha.w, hb.x, hb.y, hb.z, hb.w};
+                        const float4* hv =
+                            reinterpret_cast<const float4*>(&h_s[prev][g][w][lane * BL_QD_PIECE_STRIDE]);
+                        const float4 h0a = hv[0];
+                        const float4 h0b = hv[1];
+                        const float h0[BL_CL_TERMS] = {h0a.x, h0a.y, h0a.z, h0a.w, h0b.x, h0b.y, h0b.z, h0b.w};
+                        float c0[ROWS];
 #pragma unroll
                         for (int i = 0; i < ROWS; ++i) {
-                            a[s * ROWS + i] = bl_dot_chain8(r[i], h);
+                            c0[i] = bl_dot_chain8(r[i][0], h0);
+                        }
+                        const float4 h1a = hv[2];
+                        const float4 h1b = hv[3];
+                        const float h1[BL_CL_TERMS] = {h1a.x, h1a.y, h1a.z, h1a.w, h1b.x, h1b.y, h1b.z, h1b.w};
+                        // Chains 2 lane and 2 lane + 1: the tree's first level.
+#pragma unroll
+                        for (int i = 0; i < ROWS; ++i) {
+                            a[s * ROWS + i] = c0[i] + bl_dot_chain8(r[i][1], h1);
                         }
                     }
                     // Offset 1, window bit 0: keep member 0, add the partner's member 1.
@@ -931,10 +964,9 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                         v[q * ROWS + i] = a[i] + __shfl_xor_sync(BL_FULL_MASK, a[ROWS + i], 1);
                     }
                 }
-                // Offset 2 (window bit 1), 4 (unit bit 1), 8 (unit bit 0).
+                // Offset 2 (window bit 1), 4 (the unit bit).
                 bl_cl_reduce_level<2 * ROWS, 2 * ROWS, 2>(v);
                 bl_cl_reduce_level<2 * ROWS, ROWS, 4>(v);
-                bl_cl_reduce_level<2 * ROWS, ROWS / 2, 8>(v);
             }
 #pragma unroll
             for (int q = 0; q < BILSTM_GATES; ++q) {
@@ -952,7 +984,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                                          bl_preactivation(gates_in[g].w, dots[g][3], bias.w), &c[g]);
             if (!stalled) {
                 const bl_u32 dst =
-                    h_addr0 + (((slot * G + (bl_u32)g) * Q + (bl_u32)mine) * BILSTM_HIDDEN + unit) * (bl_u32)sizeof(float);
+                    h_addr0 + (((slot * G + (bl_u32)g) * Q + (bl_u32)mine) * BL_QD_H_ROW + my_index) * (bl_u32)sizeof(float);
                 const bl_u32 done = bar_addr0 + 8u * (slot * G + (bl_u32)g);
 #pragma unroll
                 for (int q = 0; q < S; ++q) {

@@ -1,12 +1,12 @@
 //! A lane-by-lane model of `recurrence_cluster.cu`'s four-window register kernels
 //! (`bl_recurrence_cluster_quad`: `bilstm_recurrence_cluster2w4`, and `_cluster2w8` with two
-//! quads taken in turn), CPU only: lane `j` of a 16-lane row group computes chain `j` of its
-//! group's 16 rows for each of a quad's four windows, reads window
-//! `((q ^ b1(j)) << 1) | (s ^ b0(j))` into pair slot `q`, member `s`, holds the rows of unit
-//! `us ^ (2 b2(j) + b3(j))` in unit slot `us`, reduces each pair over lane offset 1 and then all
-//! over offsets 2, 4 and 8, keeping the lower half each time. Every lane must end with exactly
-//! the fixed pairwise tree of `numerics.cuh` for the four gates of one (window, unit): window
-//! `j & 3`, unit `4 g + 2 b2(j) + b3(j)` of its group `g`; and the lanes of a cluster must cover
+//! quads taken in turn), CPU only: lane `m` of an 8-lane row group computes chains `2 m` and
+//! `2 m + 1` of its group's 8 rows for each of a quad's four windows and adds the two (the tree's
+//! first level), reads window `((q ^ b1(m)) << 1) | (s ^ b0(m))` into pair slot `q`, member `s`,
+//! holds the rows of unit `us ^ b2(m)` in unit slot `us`, reduces each pair over lane offset 1
+//! and then all over offsets 2 and 4, keeping the lower half each time. Every lane must end with
+//! exactly the fixed pairwise tree of `numerics.cuh` for the four gates of one (window, unit):
+//! window `m & 3`, unit `2 g + b2(m)` of its group `g`; and the lanes of a cluster must cover
 //! every (window, unit) of the quad exactly once.
 //!
 //! The model restates the kernel's index arithmetic (it cannot run CUDA); keep the two in step.
@@ -16,47 +16,51 @@
 
 mod lane_model;
 
-use bilstm_core::geometry::{CLUSTER_GROUP_LANES, CLUSTER_THREADS, GATE_ROWS, GATES, HIDDEN};
+use bilstm_core::geometry::{CLUSTER_THREADS, GATE_ROWS, GATES, HIDDEN};
 use lane_model::{LANES, reduce_level_lower, shfl_xor, tree16, value};
 
 /// CTAs of the quad kernels' clusters.
 const CTAS: usize = 2;
-/// Rows a group (the kernel's `ROWS`).
-const ROWS: usize = 16;
+/// Lanes of a row group (the kernel's `BL_QD_LANES`).
+const GROUP_LANES: usize = 8;
+/// Rows a group (the kernel's `BL_QD_ROWS`).
+const ROWS: usize = 8;
 /// Windows a quad.
 const QUAD: usize = 4;
 /// Row groups per CTA.
-const GROUPS_PER_CTA: usize = CLUSTER_THREADS / CLUSTER_GROUP_LANES;
+const GROUPS_PER_CTA: usize = CLUSTER_THREADS / GROUP_LANES;
 
 /// The kernel's per-lane bits: window bit 0, window bit 1, the unit-slot mask.
-fn bits(j: usize) -> (usize, usize, usize) {
-    (j & 1, (j >> 1) & 1, (((j >> 2) & 1) << 1) | ((j >> 3) & 1))
+fn bits(m: usize) -> (usize, usize, usize) {
+    (m & 1, (m >> 1) & 1, (m >> 2) & 1)
 }
 
-/// Chain `j` of packed row `row` in window `w` (order-sensitive values).
+/// Chain `j` (0..16) of packed row `row` in window `w` (order-sensitive values).
 fn chain(row: usize, w: usize, j: usize) -> f32 {
     value(((row * QUAD + w) * 16 + j) as u64 + 77)
 }
 
-/// Runs warp `warp` (global, two groups) through one quad step and returns, per lane, the four
+/// Runs warp `warp` (global, four groups) through one quad step and returns, per lane, the four
 /// values it keeps and its (window, unit).
 fn run_warp(warp: usize) -> Vec<([f32; GATES], usize, usize)> {
-    let group_of = |l: usize| warp * (LANES / CLUSTER_GROUP_LANES) + l / CLUSTER_GROUP_LANES;
-    // Slot us * 4 + gate of lane l holds row (group * 4 + (us ^ ubits)) * 4 + gate.
+    let group_of = |l: usize| warp * (LANES / GROUP_LANES) + l / GROUP_LANES;
+    // Slot us * 4 + gate of lane l holds row (2 group + (us ^ ub)) * 4 + gate.
     let row_of = |l: usize, i: usize| {
-        let (_, _, ubits) = bits(l % CLUSTER_GROUP_LANES);
-        group_of(l) * ROWS + ((((i >> 2) ^ ubits) << 2) | (i & 3))
+        let (_, _, ub) = bits(l % GROUP_LANES);
+        group_of(l) * ROWS + ((((i >> 2) ^ ub) << 2) | (i & 3))
     };
     let mut v = [[0.0f32; 2 * ROWS]; LANES];
     for q in 0..2 {
         let mut a = [[0.0f32; 2 * ROWS]; LANES];
         for l in 0..LANES {
-            let j = l % CLUSTER_GROUP_LANES;
-            let (wb0, wb1, _) = bits(j);
+            let m = l % GROUP_LANES;
+            let (wb0, wb1, _) = bits(m);
             for s in 0..2 {
                 let w = ((q ^ wb1) << 1) | (s ^ wb0);
                 for i in 0..ROWS {
-                    a[l][s * ROWS + i] = chain(row_of(l, i), w, j);
+                    let row = row_of(l, i);
+                    // Chains 2 m and 2 m + 1, added in the lane.
+                    a[l][s * ROWS + i] = chain(row, w, 2 * m) + chain(row, w, 2 * m + 1);
                 }
             }
         }
@@ -71,13 +75,12 @@ fn run_warp(warp: usize) -> Vec<([f32; GATES], usize, usize)> {
     }
     reduce_level_lower(&mut v, 2 * ROWS, 2);
     reduce_level_lower(&mut v, ROWS, 4);
-    reduce_level_lower(&mut v, ROWS / 2, 8);
     (0..LANES)
         .map(|l| {
-            let j = l % CLUSTER_GROUP_LANES;
-            let (_, _, ubits) = bits(j);
-            let unit = group_of(l) * (ROWS / GATES) + ubits;
-            (std::array::from_fn(|g| v[l][g]), j & 3, unit)
+            let m = l % GROUP_LANES;
+            let (_, _, ub) = bits(m);
+            let unit = group_of(l) * (ROWS / GATES) + ub;
+            (std::array::from_fn(|g| v[l][g]), m & 3, unit)
         })
         .collect()
 }
@@ -85,7 +88,9 @@ fn run_warp(warp: usize) -> Vec<([f32; GATES], usize, usize)> {
 #[test]
 fn the_quad_geometry_covers_r_in_whole_units() {
     assert_eq!(CTAS * GROUPS_PER_CTA * ROWS, GATE_ROWS);
-    assert_eq!(ROWS, 4 * GATES);
+    assert_eq!(ROWS, 2 * GATES);
+    // Eight lanes of 16 terms cover h.
+    assert_eq!(GROUP_LANES * 16, HIDDEN);
     // A CTA's lanes: one cell each, four windows of its 64 units.
     assert_eq!(CLUSTER_THREADS, QUAD * HIDDEN / CTAS);
 }
@@ -112,4 +117,23 @@ fn every_lane_gets_the_tree_of_each_gate_of_its_window_and_unit() {
         seen.iter().all(|&n| n == 1),
         "every (window, unit) of the quad has exactly one lane"
     );
+}
+
+/// The padded shared row of h (`bl_qd_index`): every unit has its own float, the eight pieces
+/// lie 20 floats apart, and the eight lanes of a 16-byte load phase (lane `m` reads its piece
+/// `m`, any window) hit eight distinct 4-bank groups.
+#[test]
+fn the_padded_h_row_is_one_to_one_and_conflict_free() {
+    let index = |u: usize| (u / 16) * 20 + u % 16;
+    let mut seen = std::collections::HashSet::new();
+    for u in 0..HIDDEN {
+        assert!(seen.insert(index(u)), "unit {u}");
+        assert!(index(u) < 160);
+    }
+    for t in 0..4 {
+        let banks: std::collections::HashSet<usize> = (0..GROUP_LANES)
+            .map(|m| (index(16 * m) + 4 * t) % 32 / 4)
+            .collect();
+        assert_eq!(banks.len(), GROUP_LANES, "load {t}");
+    }
 }

@@ -185,10 +185,11 @@ pub struct KernelResources {
 }
 
 /// Registers per thread of the window-tile cluster kernels of 4, 8 and 16 windows (ptxas 13.0
-/// for sm_90a, 2026-12-01 session 8: 254, 254 and 181, no spills): one 256-thread CTA per SM
-/// (the register quads by their registers, the 16-window tile by its
+/// for sm_90a: 254, 254 and 181 in session 8; the quads 228 and 248 since their 8-lane row
+/// groups, 2026-12-02 session 10; no spills): one 256-thread CTA per SM (the register quads by
+/// their registers, the 16-window tile by its
 /// [`CLUSTER_TILE_SHARED_BYTES`](crate::geometry::CLUSTER_TILE_SHARED_BYTES) of dynamic shared memory).
-pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [254, 254, 181];
+pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [228, 248, 181];
 
 /// Registers per thread of the warpgroup-MMA 3xTF32 projection (`bilstm_projection_tf32x3_wgmma`,
 /// ptxas 13.0 for sm_90a, 2026-12-02 session 9: 216 since the persistent pipeline; 250 before):
@@ -418,14 +419,19 @@ impl KernelResources {
 }
 
 /// Static shared bytes of the window-tile kernels (same index as [`CLUSTER_TILE_WINDOWS`]): two
-/// hidden-state slots of `HIDDEN x windows` floats plus two mbarriers a quad (the register
-/// quads: one quad for 4 windows, two for 8) or two (the 16-window tile); ptxas: 4,112 / 8,224 /
-/// 16,400.
+/// hidden-state slots of `windows` rows plus two mbarriers a quad (the register quads: one quad
+/// for 4 windows, two for 8; rows of [`QUAD_H_ROW_FLOATS`]) or two (the 16-window tile: rows of
+/// `HIDDEN`); ptxas: 5,136 / 10,272 / 16,400.
 pub const CLUSTER_TILE_STATIC_SHARED_BYTES: [usize; CLUSTER_TILE_WINDOWS.len()] = [
-    2 * HIDDEN * CLUSTER_TILE_WINDOWS[0] * F32_BYTES + 2 * MBARRIER_BYTES,
-    2 * HIDDEN * CLUSTER_TILE_WINDOWS[1] * F32_BYTES + 4 * MBARRIER_BYTES,
+    2 * QUAD_H_ROW_FLOATS * CLUSTER_TILE_WINDOWS[0] * F32_BYTES + 2 * MBARRIER_BYTES,
+    2 * QUAD_H_ROW_FLOATS * CLUSTER_TILE_WINDOWS[1] * F32_BYTES + 4 * MBARRIER_BYTES,
     2 * HIDDEN * CLUSTER_TILE_WINDOWS[2] * F32_BYTES + 2 * MBARRIER_BYTES,
 ];
+
+/// Floats of one window's hidden state in the register quads' shared slots: `HIDDEN` units in
+/// pieces of 16 (one lane's chains) padded to 20 floats, so that the eight lanes of a 16-byte
+/// load phase hit distinct banks (`bl_qd_index` in recurrence_cluster.cu).
+pub const QUAD_H_ROW_FLOATS: usize = HIDDEN / 16 * 20;
 
 /// The position of `windows` in [`CLUSTER_TILE_WINDOWS`].
 pub(crate) const fn tile_slot(windows: usize) -> Option<usize> {
