@@ -132,7 +132,7 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 4),
             (2, 8),
             (2, 8),
-            (2, 4),
+            (2, 8),
         ],
     ),
     (

@@ -175,9 +175,11 @@ pub struct WindowsDecision {
 /// of 32, 2.760; batch 1024, two waves, 5.544); the register quads of session 8: 4 windows
 /// 0.707-0.718 (calls 5-7, batch 128, one wave of 64; batch 256, two waves, 1.409-1.431), 8
 /// windows (two quads in turn) 1.373-1.389 (calls 6-7, batch 256, one wave of 64; the
-/// shared-memory 8-window tile they replaced took 1.938).
+/// shared-memory 8-window tile they replaced took 1.938); the quads with 8-lane row groups of
+/// session 10 (2026-12-02 call 8): 4 windows 0.700 (batch 128, one wave of 64), 8 windows 1.294
+/// (batch 256, one wave of 64; batch 1024, four waves, 5.154).
 pub const CLUSTER_WAVE_LAYER_US: [(usize, usize); 4] =
-    [(CLUSTER_MAX_WINDOWS, 592), (4, 710), (8, 1380), (16, 2766)];
+    [(CLUSTER_MAX_WINDOWS, 592), (4, 700), (8, 1294), (16, 2766)];
 
 /// Chooses how many windows each cluster of `capacity`'s size runs for `batch` windows: one
 /// while all `2 * batch` one-window clusters fit one wave, else (2-CTA clusters only) the
