@@ -106,6 +106,16 @@ pub const CLUSTER_TILE_SHARED_BYTES: usize = HIDDEN * (GATE_ROWS / 2) * 4;
 pub const CLUSTER_TILE_DYNAMIC_SHARED: [usize; CLUSTER_TILE_WINDOWS.len()] =
     [0, 0, CLUSTER_TILE_SHARED_BYTES];
 
+/// The register quads (`bilstm_recurrence_cluster2w4` / `2w8`): lanes of a row group (each lane
+/// holds two of a row's [`DOT_CHAINS`] chains, so 8 lanes cover `HIDDEN`).
+pub const QUAD_GROUP_LANES: usize = DOT_CHAINS / 2;
+/// The register quads: floats between two lanes' pieces of a window's hidden state in the
+/// shared slots (a piece is a lane's `2 * DOT_CHAIN_TERMS` = 16 units, padded to 20 so that
+/// the eight lanes of a 16-byte load phase hit distinct banks: 20 m mod 32 differs for m < 8).
+pub const QUAD_PIECE_FLOATS: usize = 2 * DOT_CHAIN_TERMS + 4;
+/// The register quads: floats of one window's hidden state in the shared slots.
+pub const QUAD_H_ROW_FLOATS: usize = QUAD_GROUP_LANES * QUAD_PIECE_FLOATS;
+
 /// Whether a cluster kernel is built for clusters of `size` CTAs running `windows` windows each:
 /// one window with every size of [`CLUSTER_SIZES`], and with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA
 /// clusters also [`CLUSTER_MAX_WINDOWS`] and every [`CLUSTER_TILE_WINDOWS`].
@@ -266,7 +276,7 @@ pub const MAX_DEFINES: usize = 64;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 57] = [
+    let all: [(&'static str, usize); 60] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -289,6 +299,9 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_CLUSTER_THREADS", CLUSTER_THREADS),
         ("BILSTM_CLUSTER_GROUP_LANES", CLUSTER_GROUP_LANES),
         ("BILSTM_CLUSTER_PROGRESS_STEPS", CLUSTER_PROGRESS_STEPS),
+        ("BILSTM_QUAD_GROUP_LANES", QUAD_GROUP_LANES),
+        ("BILSTM_QUAD_PIECE_FLOATS", QUAD_PIECE_FLOATS),
+        ("BILSTM_QUAD_H_ROW_FLOATS", QUAD_H_ROW_FLOATS),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
         ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
         ("BILSTM_PROJ_K_TILE", PROJ_K_TILE),
@@ -390,7 +403,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 57);
+        assert_eq!(d.len(), 60);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

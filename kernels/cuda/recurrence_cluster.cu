@@ -805,13 +805,15 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // shuffles, which the 8-lane groups cut to 56 (16 more 16-byte loads). Bits equal to every other
 // kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
 // Lanes of a quad kernel's row group, rows a group, floats of a lane's piece of h and the
-// distance between pieces (padded so that eight lanes' 16-byte loads hit distinct banks).
-constexpr int BL_QD_LANES = 8;
+// distance between pieces (padded so that eight lanes' 16-byte loads hit distinct banks;
+// geometry QUAD_GROUP_LANES, QUAD_PIECE_FLOATS, QUAD_H_ROW_FLOATS).
+constexpr int BL_QD_LANES = BILSTM_QUAD_GROUP_LANES;
 constexpr int BL_QD_ROWS = 8;
 constexpr int BL_QD_PIECE = 2 * BL_CL_TERMS;
-constexpr int BL_QD_PIECE_STRIDE = BL_QD_PIECE + 4;
-constexpr int BL_QD_H_ROW = (BILSTM_HIDDEN / BL_QD_PIECE) * BL_QD_PIECE_STRIDE;
-static_assert(BILSTM_HIDDEN == BL_QD_LANES * BL_QD_PIECE, "eight lanes cover h");
+constexpr int BL_QD_PIECE_STRIDE = BILSTM_QUAD_PIECE_FLOATS;
+constexpr int BL_QD_H_ROW = BILSTM_QUAD_H_ROW_FLOATS;
+static_assert(BILSTM_HIDDEN == BL_QD_LANES * BL_QD_PIECE && BL_QD_H_ROW == BL_QD_LANES * BL_QD_PIECE_STRIDE,
+              "eight lanes cover h");
 static_assert(BL_QD_PIECE_STRIDE % 32 == 20 && BL_QD_H_ROW % 32 == 0,
               "pieces 20 floats apart: banks 20 m mod 32 differ for m < 8, in every window");
 

@@ -16,13 +16,16 @@
 
 mod lane_model;
 
-use bilstm_core::geometry::{CLUSTER_THREADS, GATE_ROWS, GATES, HIDDEN};
+use bilstm_core::geometry::{
+    CLUSTER_THREADS, GATE_ROWS, GATES, HIDDEN, QUAD_GROUP_LANES, QUAD_H_ROW_FLOATS,
+    QUAD_PIECE_FLOATS,
+};
 use lane_model::{LANES, reduce_level_lower, shfl_xor, tree16, value};
 
 /// CTAs of the quad kernels' clusters.
 const CTAS: usize = 2;
 /// Lanes of a row group (the kernel's `BL_QD_LANES`).
-const GROUP_LANES: usize = 8;
+const GROUP_LANES: usize = QUAD_GROUP_LANES;
 /// Rows a group (the kernel's `BL_QD_ROWS`).
 const ROWS: usize = 8;
 /// Windows a quad.
@@ -124,11 +127,11 @@ fn every_lane_gets_the_tree_of_each_gate_of_its_window_and_unit() {
 /// `m`, any window) hit eight distinct 4-bank groups.
 #[test]
 fn the_padded_h_row_is_one_to_one_and_conflict_free() {
-    let index = |u: usize| (u / 16) * 20 + u % 16;
+    let index = |u: usize| (u / 16) * QUAD_PIECE_FLOATS + u % 16;
     let mut seen = std::collections::HashSet::new();
     for u in 0..HIDDEN {
         assert!(seen.insert(index(u)), "unit {u}");
-        assert!(index(u) < 160);
+        assert!(index(u) < QUAD_H_ROW_FLOATS);
     }
     for t in 0..4 {
         let banks: std::collections::HashSet<usize> = (0..GROUP_LANES)

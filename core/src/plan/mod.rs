@@ -52,7 +52,7 @@ use crate::geometry::{
     BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, CLUSTER_TILE_DYNAMIC_SHARED,
     CLUSTER_TILE_WINDOWS, HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE,
     PROJ_TF32_SHARED_BYTES, PROJ_TF32X3_SHARED_BYTES, PROJ_TF32X3_SMALL_SHARED_BYTES,
-    PROJ_WG_SHARED_BYTES, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
+    PROJ_WG_SHARED_BYTES, QUAD_H_ROW_FLOATS, RESIDENT_SHARED_BYTES, RESIDENT_THREADS,
 };
 use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
@@ -420,18 +420,13 @@ impl KernelResources {
 
 /// Static shared bytes of the window-tile kernels (same index as [`CLUSTER_TILE_WINDOWS`]): two
 /// hidden-state slots of `windows` rows plus two mbarriers a quad (the register quads: one quad
-/// for 4 windows, two for 8; rows of [`QUAD_H_ROW_FLOATS`]) or two (the 16-window tile: rows of
+/// for 4 windows, two for 8; rows of [`QUAD_H_ROW_FLOATS`](crate::geometry::QUAD_H_ROW_FLOATS)) or two (the 16-window tile: rows of
 /// `HIDDEN`); ptxas: 5,136 / 10,272 / 16,400.
 pub const CLUSTER_TILE_STATIC_SHARED_BYTES: [usize; CLUSTER_TILE_WINDOWS.len()] = [
     2 * QUAD_H_ROW_FLOATS * CLUSTER_TILE_WINDOWS[0] * F32_BYTES + 2 * MBARRIER_BYTES,
     2 * QUAD_H_ROW_FLOATS * CLUSTER_TILE_WINDOWS[1] * F32_BYTES + 4 * MBARRIER_BYTES,
     2 * HIDDEN * CLUSTER_TILE_WINDOWS[2] * F32_BYTES + 2 * MBARRIER_BYTES,
 ];
-
-/// Floats of one window's hidden state in the register quads' shared slots: `HIDDEN` units in
-/// pieces of 16 (one lane's chains) padded to 20 floats, so that the eight lanes of a 16-byte
-/// load phase hit distinct banks (`bl_qd_index` in recurrence_cluster.cu).
-pub const QUAD_H_ROW_FLOATS: usize = HIDDEN / 16 * 20;
 
 /// The position of `windows` in [`CLUSTER_TILE_WINDOWS`].
 pub(crate) const fn tile_slot(windows: usize) -> Option<usize> {
