@@ -62,6 +62,21 @@ __device__ __forceinline__ bl_u64 bl_globaltimer_ns() {
     return t;
 }
 
+// Eight consecutive floats from `src` (16-byte aligned; shared memory in every caller) into
+// `v`, as two float4 loads: a dot-product chain's terms of h.
+__device__ __forceinline__ void bl_load8(float (&v)[8], const float* src) {
+    const float4 a = reinterpret_cast<const float4*>(src)[0];
+    const float4 b = reinterpret_cast<const float4*>(src)[1];
+    v[0] = a.x;
+    v[1] = a.y;
+    v[2] = a.z;
+    v[3] = a.w;
+    v[4] = b.x;
+    v[5] = b.y;
+    v[6] = b.z;
+    v[7] = b.w;
+}
+
 // One unit's final state of one window and direction into a layer's block of h_n / c_n,
 // [2][batch][BILSTM_HIDDEN] (direction-major), when the caller asked for one (state_h not null).
 __device__ __forceinline__ void bl_store_final_state(float* state_h, float* state_c, bl_u32 direction,

@@ -142,17 +142,8 @@ __device__ __forceinline__ void bl_coop_chain_weights(const bl_recurrence_coop_p
 template <int H_STRIDE>
 __device__ __forceinline__ void bl_coop_chain_h(const float (*stage)[H_STRIDE], int window, int q,
                                                 float (&h)[BILSTM_DOT_CHAIN_TERMS]) {
-    const float4* src = reinterpret_cast<const float4*>(&stage[window][q * BILSTM_DOT_CHAIN_TERMS]);
-    const float4 a = src[0];
-    const float4 b = src[1];
-    h[0] = a.x;
-    h[1] = a.y;
-    h[2] = a.z;
-    h[3] = a.w;
-    h[4] = b.x;
-    h[5] = b.y;
-    h[6] = b.z;
-    h[7] = b.w;
+    static_assert(BILSTM_DOT_CHAIN_TERMS == 8, "two float4 a chain");
+    bl_load8(h, &stage[window][q * BILSTM_DOT_CHAIN_TERMS]);
 }
 
 // One transpose-reduce level over the 16 chains of a half-warp, partner offset OFFSET, over N

@@ -247,20 +247,6 @@ __device__ __forceinline__ void bl_cl_load_chain(float (&ri)[BL_CL_TERMS], const
     ri[7] = b.w;
 }
 
-// A chain's eight terms of h from shared memory at `src` (16-byte aligned), as two float4.
-__device__ __forceinline__ void bl_cl_load_terms(float (&h)[BL_CL_TERMS], const float* src) {
-    const float4 a = reinterpret_cast<const float4*>(src)[0];
-    const float4 b = reinterpret_cast<const float4*>(src)[1];
-    h[0] = a.x;
-    h[1] = a.y;
-    h[2] = a.z;
-    h[3] = a.w;
-    h[4] = b.x;
-    h[5] = b.y;
-    h[6] = b.z;
-    h[7] = b.w;
-}
-
 // The one progress report of the kernels that report only the end (the quads and the window
 // tile; host-memory output only): after the closing cluster barrier, which orders every thread's
 // stores before it, a system-scope fence and `frames` for each valid window of the cluster.
@@ -441,7 +427,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 #pragma unroll
             for (int w = 0; w < W; ++w) {
                 float h[BL_CL_TERMS];
-                bl_cl_load_terms(h, &h_s[prev][w][lane * BL_CL_TERMS]);
+                bl_load8(h, &h_s[prev][w][lane * BL_CL_TERMS]);
                 float v[ROWS];
 #pragma unroll
                 for (int i = 0; i < ROWS; ++i) {
@@ -955,14 +941,14 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                         const int w = ((q ^ wb1) << 1) | (s ^ wb0);
                         const float* piece = &h_s[prev][g][w][lane * BL_QD_PIECE_STRIDE];
                         float h0[BL_CL_TERMS];
-                        bl_cl_load_terms(h0, piece);
+                        bl_load8(h0, piece);
                         float c0[ROWS];
 #pragma unroll
                         for (int i = 0; i < ROWS; ++i) {
                             c0[i] = bl_dot_chain8(r[i][0], h0);
                         }
                         float h1[BL_CL_TERMS];
-                        bl_cl_load_terms(h1, piece + BL_CL_TERMS);
+                        bl_load8(h1, piece + BL_CL_TERMS);
                         // Chains 2 lane and 2 lane + 1: the tree's first level.
 #pragma unroll
                         for (int i = 0; i < ROWS; ++i) {
