@@ -420,7 +420,7 @@ impl KernelResources {
 
 /// Static shared bytes of the window-tile kernels (same index as [`CLUSTER_TILE_WINDOWS`]): two
 /// hidden-state slots of `windows` rows plus two mbarriers a quad (the register quads: one quad
-/// for 4 windows, two for 8; rows of [`QUAD_H_ROW_FLOATS`](crate::geometry::QUAD_H_ROW_FLOATS)) or two (the 16-window tile: rows of
+/// for 4 windows, two for 8; rows of [`QUAD_H_ROW_FLOATS`]) or two (the 16-window tile: rows of
 /// `HIDDEN`); ptxas: 5,136 / 10,272 / 16,400.
 pub const CLUSTER_TILE_STATIC_SHARED_BYTES: [usize; CLUSTER_TILE_WINDOWS.len()] = [
     2 * QUAD_H_ROW_FLOATS * CLUSTER_TILE_WINDOWS[0] * F32_BYTES + 2 * MBARRIER_BYTES,
