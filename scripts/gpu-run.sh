@@ -185,12 +185,12 @@ run_group x3bench 240 '"error"|^Error' bash -c "
     '$bin/bench' --batches 1,8,32 --kinds auto --tiles 3xtf32,3xtf32s --maths fp32 --iters 20 --case-ms 700 --no-graph --phases"
 cat "$out/bench.log" "$out/x3bench.log" 2>/dev/null | grep -E '^\{' >"$out/bench.jsonl"
 # latency (not in the default run): the auto plan's figures at the issue tables' batches, FP32
-# (1-1024) and TF32 (128-1024), eager and graph, for a short final call; cudnnfp32 is cuDNN FP32
+# (1-1024) and TF32 (1-1024), eager and graph, for a short final call; cudnnfp32 is cuDNN FP32
 # and TF32 at the same batches. Then --phases (per-layer projection and recurrence, device
 # events): FP32 at batches 1, 32, 64, 128, 256 and 1024, TF32 at 256 and 1024.
 run_group latency 200 '"error"|^Error' bash -c "
     '$bin/bench' --batches 1,8,32,64,128,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 &&
-    '$bin/bench' --batches 128,256,1024 --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 500 &&
+    '$bin/bench' --batches 1,8,32,128,256,1024 --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 500 &&
     '$bin/bench' --batches 1,32,64,128,256,1024 --kinds auto --tiles auto --maths fp32 --iters 20 --case-ms 500 --no-graph --phases &&
     '$bin/bench' --batches 256,1024 --kinds auto --tiles auto --maths tf32 --iters 20 --case-ms 500 --no-graph --phases"
 if command -v python3 >/dev/null 2>&1; then
@@ -314,6 +314,17 @@ if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; the
             --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \\
             '$bin/bench' --batches 32 --kinds cluster2 --tiles auto --maths fp32 --iters 1 --warmup 0 --no-graph \\
             > '$out/ncurec-sass.csv'"
+fi
+# ncuquad (not in the default run): the register-quad recurrence (bilstm_recurrence_cluster2w8)
+# at batch 256, layer 1: issue activity, stall reasons per issued instruction, instructions by
+# pipe, and the speed-of-light section (bench/NOTES.md, session 10).
+if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; then
+    ncu_bin="$(command -v ncu || echo "$cuda_bin/ncu")"
+    run_group ncuquad 200 'stalled|Duration|Throughput|issue_active|inst_executed' bash -c "
+        '$ncu_bin' --clock-control none --kernel-name bilstm_recurrence_cluster2w8 --launch-skip 1 --launch-count 1 \\
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_alu.sum,smsp__inst_executed_pipe_lsu.sum' \\
+            --section SpeedOfLight \\
+            '$bin/bench' --batches 256 --kinds auto --tiles auto --maths fp32 --iters 1 --warmup 0 --no-graph"
 fi
 # hosttrace (not in the default run; BILSTM_RUN_ONLY="hosttrace ..."): where an unsplit host
 # pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
