@@ -22,8 +22,9 @@
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
 //   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
 //   (1,040 bytes for W = 1, 2,064 for W = 2). The register quads: no dynamic shared memory;
-//   static, two hidden vectors of W * BILSTM_HIDDEN floats and two mbarriers a quad (4,112 bytes
-//   for W = 4, 8,224 for W = 8). The window tile (W = 16): dynamic shared
+//   static, two hidden vectors of W rows of BILSTM_QUAD_H_ROW_FLOATS floats (the padded row) and
+//   two mbarriers a quad (5,136 bytes for W = 4, 10,272 for W = 8). The window tile (W = 16):
+//   dynamic shared
 //   BILSTM_HIDDEN * BILSTM_GATE_ROWS / 2 floats (131,072 bytes, geometry
 //   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and the same static
 //   layout as the one-window kernel (16,400 bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds

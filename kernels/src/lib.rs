@@ -346,11 +346,11 @@ const fn cluster_tile(id: KernelId, entry: &'static str, tile: usize) -> Kernel 
 }
 
 /// `bilstm_recurrence_cluster2w4`: all steps of both directions of one layer, one 2-CTA
-/// thread-block cluster per quad of 4 windows and direction; R in registers as
-/// [`RECURRENCE_CLUSTER2`] (each lane chain `j` of its group's 16 rows), the quad's four dots
-/// reduced together so that each lane ends with the four gates of one (window, unit) and runs
-/// that cell. Cluster launch (`(2, 1, 1)`), grid `2 * ceil(batch / 4) * 2` CTAs of
-/// `CLUSTER_THREADS` (256) threads, no dynamic shared memory (4,112 static bytes),
+/// thread-block cluster per quad of 4 windows and direction; R in registers (8-lane row groups:
+/// each lane chains `2 m` and `2 m + 1` of its group's 8 rows, added in a register), the quad's
+/// four dots reduced together so that each lane ends with the four gates of one (window, unit)
+/// and runs that cell. Cluster launch (`(2, 1, 1)`), grid `2 * ceil(batch / 4) * 2` CTAs of
+/// `CLUSTER_THREADS` (256) threads, no dynamic shared memory (5,136 static bytes),
 /// [`params::RecurrenceClusterParams`]; waits, errors and output bits as
 /// [`RECURRENCE_CLUSTER2`]'s (compute capability 9.0 or later).
 pub const RECURRENCE_CLUSTER2W4: Kernel = cluster_tile(
@@ -361,7 +361,7 @@ pub const RECURRENCE_CLUSTER2W4: Kernel = cluster_tile(
 
 /// `bilstm_recurrence_cluster2w8`: [`RECURRENCE_CLUSTER2W4`] with two quads (8 windows) a
 /// cluster, taken in turn each step (each quad with its own mbarriers); grid
-/// `2 * ceil(batch / 8) * 2` CTAs, no dynamic shared memory (8,224 static bytes).
+/// `2 * ceil(batch / 8) * 2` CTAs, no dynamic shared memory (10,272 static bytes).
 pub const RECURRENCE_CLUSTER2W8: Kernel = cluster_tile(
     KernelId::RecurrenceCluster2W8,
     "bilstm_recurrence_cluster2w8",
