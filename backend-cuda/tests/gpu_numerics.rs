@@ -1,7 +1,9 @@
 //! Today's gate math (`kernels/cuda/numerics.cuh`) against the previous one
 //! (`tests/numerics_reference.cuh`, verbatim but renamed) for EVERY one of the 2^32 float bit
 //! patterns: `bl_expf`, `bl_sigmoid`, `bl_tanhf` and `bl_lstm_cell` (h and c, three random
-//! states per input) must give the same bits (two NaNs count as equal). Issue 10 step 1
+//! states per input) must give the same bits (two NaNs count as equal), the old sigmoid's
+//! subnormal results flushed to +0 (session 11's ftz estimate; the control slot compares the
+//! unflushed old sigmoid and must differ exactly there). Issue 10 step 1
 //! rewrote the exp rounding (FMUL + FADD of 1.5 * 2^23 instead of FRND + F2I), gave tanh the
 //! flush-to-zero reciprocal estimate and made it branch-free; this is the proof that no bit
 //! moved on the GPU that runs it.
@@ -92,7 +94,7 @@ fn sweep_kernel_compiles_for_sm_90() {
     );
     assert!(
         ptx.contains("rcp.approx.f32"),
-        "sigmoid's estimate is missing"
+        "the reference's non-ftz estimate is missing"
     );
     // With ptxas at hand (scripts/nvrtc-env sets BILSTM_PTXAS), it must also assemble.
     let Some(ptxas) = std::env::var_os("BILSTM_PTXAS").filter(|p| !p.is_empty()) else {
@@ -137,7 +139,11 @@ fn recurrence_kernels_round_without_cvt() {
         let ftz = ptx.matches("rcp.approx.ftz.f32").count();
         eprintln!("{id}: cvt.rni {rni}, cvt.rzi {rzi}, rcp.approx.ftz.f32 {ftz}");
         assert_eq!((rni, rzi), (0, 0), "{id} still rounds with cvt");
-        assert!(ftz > 0, "{id}: tanh does not use the ftz estimate");
+        assert!(ftz > 0, "{id}: the gates do not use the ftz estimate");
+        assert!(
+            !ptx.contains("rcp.approx.f32"),
+            "{id}: a non-ftz reciprocal estimate is left (sigmoid's is the ftz one)"
+        );
     }
 }
 

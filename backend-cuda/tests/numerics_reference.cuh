@@ -3,6 +3,10 @@
 // branch), verbatim except that the names bl_* became blref_*. tests/gpu_numerics.rs compiles
 // it next to today's numerics.cuh and checks that both give the same bits for every one of
 // the 2^32 float inputs. Constants (BL_*) and bl_ex2_approx come from numerics.cuh, unchanged.
+// One deliberate change since (session 11): today's sigmoid gives +0 where the old one gave a
+// subnormal (x below about -87.34; the ftz reciprocal estimate), so the cell below and the
+// sweep's sigmoid slot compare against blref_sigmoid_flushed (the old result with exactly
+// those values flushed to +0); blref_sigmoid itself stays verbatim for the sweep's control.
 
 // e^x: clamp x to [-87, 88] (NaN passes through), n = rint(x * log2 e), r = x - n ln 2 with
 // ln 2 = hi + lo (two FMAs), e^r = 2^(r * log2 e) by ex2.approx, then the exact scaling by
@@ -34,6 +38,13 @@ __device__ __forceinline__ float blref_sigmoid(float x) {
     return blref_rcp(1.0f + blref_expf(-x));
 }
 
+// The old sigmoid with its subnormal results (below 2^-126, never negative) flushed to +0;
+// NaN passes through (the comparison is false).
+__device__ __forceinline__ float blref_sigmoid_flushed(float x) {
+    const float s = blref_sigmoid(x);
+    return s < 1.17549435082228750797e-38f ? 0.0f : s;
+}
+
 // tanh: for |x| < 0.625 the Cephes odd polynomial, Horner with FMAs:
 //   s = x * x; p = fma(fma(fma(fma(P0, s, P1), s, P2), s, P3), s, P4); tanh = fma(p * s, x, x)
 // else sign(x) * (1 - 2 * blref_rcp(blref_expf(2|x|) + 1)), the last step as fma(-2, r, 1).
@@ -55,10 +66,10 @@ __device__ __forceinline__ float blref_tanhf(float x) {
 // i, f, o = sigmoid; g = tanh; c = fma(f, c, i * g); returns h = o * tanh(c).
 __device__ __forceinline__ float blref_lstm_cell(float pre_i, float pre_f, float pre_g, float pre_o,
                                               float* c) {
-    const float i = blref_sigmoid(pre_i);
-    const float f = blref_sigmoid(pre_f);
+    const float i = blref_sigmoid_flushed(pre_i);
+    const float f = blref_sigmoid_flushed(pre_f);
     const float g = blref_tanhf(pre_g);
-    const float o = blref_sigmoid(pre_o);
+    const float o = blref_sigmoid_flushed(pre_o);
     *c = __fmaf_rn(f, *c, i * g);
     return o * blref_tanhf(*c);
 }

@@ -5,13 +5,15 @@
 // common.cuh, numerics.cuh and numerics_reference.cuh.
 //
 // Slots of `counts` (and rows of BLT_FIRST recorded input bit patterns in `first`):
-//   0 bl_expf   1 bl_sigmoid   2 bl_tanhf
+//   0 bl_expf   1 bl_sigmoid (against the old one with its subnormal results flushed to +0,
+//     the one documented change: numerics_reference.cuh)   2 bl_tanhf
 //   3 bl_lstm_cell's h and 4 its c, with x as pre_i, as pre_g and as the old cell state, the
 //     other inputs pseudo-random in [-12, 12) from a hash of x
 //   5 informational: sigmoid with the ftz estimate and an explicit rescale above 2^126 (a
 //     candidate for a later change; expected 0 on sm_90 with ptxas 13.0's lowering)
-//   6 control: sigmoid with the bare ftz estimate, which MUST differ (x below about -87.3,
-//     where 1 / (1 + e^-x) is subnormal): proves the sweep sees a difference when there is one.
+//   6 control: sigmoid with the bare ftz estimate (today's bl_sigmoid, restated here) against
+//     the old UNFLUSHED sigmoid, which MUST differ (x below about -87.3, where 1 / (1 + e^-x)
+//     is subnormal): proves the sweep sees a difference when there is one.
 // Launch: any 1-D grid (grid-stride over the 2^32 patterns); counts[BLT_SLOTS],
 // first[BLT_SLOTS * BLT_FIRST] and taken[BLT_SLOTS] zeroed by the host. Recorded inputs are the
 // first few found, in no particular order.
@@ -111,7 +113,7 @@ extern "C" __global__ void bl_numerics_sweep(bl_u64* counts, bl_u32* first, bl_u
         const float x = __uint_as_float(bits);
         blt_check(0, bl_expf(x), blref_expf(x), bits, &t);
         const float sig_old = blref_sigmoid(x);
-        blt_check(1, bl_sigmoid(x), sig_old, bits, &t);
+        blt_check(1, bl_sigmoid(x), blref_sigmoid_flushed(x), bits, &t);
         blt_check(2, bl_tanhf(x), blref_tanhf(x), bits, &t);
         const bl_u32 h = blt_hash(bits);
         const float u0 = blt_uniform(h);

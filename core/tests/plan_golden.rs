@@ -117,7 +117,7 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 2),
             (2, 8),
-            (2, 4),
+            (2, 8),
         ],
     ),
     (
@@ -147,7 +147,7 @@ const GOLDEN_CLUSTER_SIZES: [(&str, [(usize, usize); 10]); 5] = [
             (2, 1),
             (2, 2),
             (2, 8),
-            (2, 4),
+            (2, 8),
         ],
     ),
 ];

@@ -21,9 +21,9 @@
 // 3. exp: bl_expf, the accurate-expf construction (clamp, split ln 2, ex2.approx of the
 //    remainder, exact scaling by 2^n). n = rint(x log2 e) is found by adding and subtracting
 //    1.5 * 2^23 (no FRND, no float-to-int conversion; see bl_expf).
-// 4. reciprocal: rcp.approx plus one Newton step: bl_rcp (rcp.approx.f32, for sigmoid) and
-//    bl_rcp_ftz (rcp.approx.ftz.f32, for tanh only; see there why its bits are the same).
-// 5. sigmoid(x) = bl_rcp(1 + bl_expf(-x)); tanh: Cephes polynomial below |x| = 0.625, else
+// 4. reciprocal: rcp.approx.ftz plus one Newton step (bl_rcp_ftz; see there where its bits
+//    differ from the non-ftz estimate's: only sigmoid results that would be subnormal).
+// 5. sigmoid(x) = bl_rcp_ftz(1 + bl_expf(-x)); tanh: Cephes polynomial below |x| = 0.625, else
 //    sign(x) * (1 - 2 * bl_rcp_ftz(bl_expf(2|x|) + 1)); both paths computed, one selected.
 // 6. Cell: c' = fma(f, c, i * g) (i * g rounded first, then one fused multiply-add), and
 //    h = o * tanh(c').
@@ -31,7 +31,10 @@
 // Issue 10 step 1 rewrote bl_expf, added bl_rcp_ftz and made bl_tanhf branch-free with the
 // same bits for every one of the 2^32 float inputs; backend-cuda/tests/numerics_reference.cuh
 // keeps the previous implementations verbatim (renamed) and backend-cuda/tests/gpu_numerics.rs
-// compares old and new over all 2^32 inputs on the GPU.
+// compares old and new over all 2^32 inputs on the GPU. Session 11 gave sigmoid the ftz
+// reciprocal estimate too: its results that were subnormal (x below about -87.34) are now +0,
+// the one documented difference, which the sweep checks against the old results with exactly
+// those flushed (every other bit pattern, and tanh, exp and the cell otherwise, unchanged).
 //
 // Special values: a NaN pre-activation gives a NaN gate (the clamps below keep NaN); +-inf
 // saturate (sigmoid to 0 or 1, tanh to -1 or +1), so h stays finite unless a NaN entered.
@@ -98,30 +101,23 @@ __device__ __forceinline__ float bl_expf(float x) {
     return er * scale;
 }
 
-// 1 / x: the hardware estimate rcp.approx.f32, then one Newton step
-// y' = y + y (1 - x y) as two FMAs: e = fma(-x, y, 1), y' = fma(y, e, y).
-// Used by sigmoid, whose argument 1 + e^-x reaches 1 + e^88 = 1.65e38 > 2^126: there the
-// estimate is subnormal (sigmoid(x) for x below about -87.3 is subnormal), which the
-// flush-to-zero estimate would turn into 0. So sigmoid keeps this (slower) non-ftz form.
-__device__ __forceinline__ float bl_rcp(float x) {
-    float y;
-    asm("rcp.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-    const float e = __fmaf_rn(-x, y, 1.0f);
-    return __fmaf_rn(y, e, y);
-}
-
-// As bl_rcp with the estimate rcp.approx.ftz.f32 (a bare MUFU.RCP; the non-ftz estimate adds
-// two compares, two selects and two multiplies that rescale subnormal cases). Only for
-// arguments z in [1, 2^126] or where the caller does not care about subnormal results:
-// - For normal z with a normal estimate the two estimates are the same (.ftz changes only
-//   subnormal inputs and results: PTX ISA, rcp.approx; ptxas 13.0 lowers the non-ftz form for
-//   such z to the same MUFU.RCP scaled by exactly 1.0), and the Newton step (non-ftz FMAs) is
-//   shared, so the bits are the same.
-// - For z > 2^126 the non-ftz estimate is a subnormal y ~ 1/z and the ftz one 0 (then
-//   e = 1 and the result is 0): different bits, acceptable only where the caller absorbs them.
-//   bl_tanhf does: it uses r in fma(-2, r, 1), and 2r < 2^-125 is far below half an ulp of 1
-//   (2^-24), so 1 - 2r rounds to 1.0 whether r is the subnormal or 0.
-// - z is never subnormal in bl_tanhf (z = e^(2|x|) + 1 >= 2).
+// 1 / x: the hardware estimate rcp.approx.ftz.f32 (a bare MUFU.RCP), then one Newton step
+// y' = y + y (1 - x y) as two FMAs: e = fma(-x, y, 1), y' = fma(y, e, y). For arguments z in
+// [1, 2^126] the estimate is the non-ftz one's (.ftz changes only subnormal inputs and results:
+// PTX ISA, rcp.approx; ptxas 13.0 lowers the non-ftz form for such z to the same MUFU.RCP scaled
+// by exactly 1.0) and the Newton step (non-ftz FMAs) is shared, so the bits are the same. For
+// z > 2^126 the non-ftz estimate would be a subnormal y ~ 1/z and this one is 0 (then e = 1 and
+// the result is +0):
+// - bl_sigmoid (z = 1 + e^-x, up to 1 + e^88 = 1.65e38 > 2^126): sigmoid(x) is +0 where the
+//   non-ftz form gave a subnormal (x below about -87.34), the only inputs where its bits differ
+//   from the non-ftz reciprocal's (backend-cuda/tests/gpu_numerics.rs sweeps all 2^32 floats);
+//   the CPU backend's saturated sigmoid is exactly 0 there too. Session 11 (H200, call 3, FP32
+//   whole forward, 3 rounds against the non-ftz form in the same call): batch 1024 31.39 /
+//   31.34 / 31.42 ms against 31.91 / 31.83 / 31.87, batch 256 7.91 against 8.05 (the non-ftz
+//   estimate's two compares, two selects and two multiplies in each of 6 sigmoids a step).
+// - bl_tanhf uses r in fma(-2, r, 1), and 2r < 2^-125 is far below half an ulp of 1 (2^-24), so
+//   1 - 2r rounds to 1.0 whether r is the subnormal or 0: no bit differs.
+// - z is never subnormal here (z >= 1 in bl_sigmoid, z = e^(2|x|) + 1 >= 2 in bl_tanhf).
 __device__ __forceinline__ float bl_rcp_ftz(float x) {
     float y;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -129,9 +125,9 @@ __device__ __forceinline__ float bl_rcp_ftz(float x) {
     return __fmaf_rn(y, e, y);
 }
 
-// The logistic sigmoid: bl_rcp(1 + bl_expf(-x)).
+// The logistic sigmoid: bl_rcp_ftz(1 + bl_expf(-x)) (+0 below x = -87.34, never subnormal).
 __device__ __forceinline__ float bl_sigmoid(float x) {
-    return bl_rcp(1.0f + bl_expf(-x));
+    return bl_rcp_ftz(1.0f + bl_expf(-x));
 }
 
 // tanh: for |x| < 0.625 the Cephes odd polynomial, Horner with FMAs:

@@ -801,7 +801,13 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // 16-lane groups, one chain a lane: four shuffle levels): 0.71 ms a layer for a wave of 64
 // quads (batch 128), 1.38 for a wave of 64 two-quad clusters (batch 256); session 10 (ncu,
 // batch 256, layer 1): issue-bound, 1,761 warp instructions a warp and step of which 120
-// shuffles, which the 8-lane groups cut to 56 (16 more 16-byte loads). Bits equal to every other
+// shuffles, which the 8-lane groups cut to 56 (16 more 16-byte loads). The two-quad kernel
+// runs its quads half a step apart (each quad's cell between the other quad's product pairs;
+// see the loop) and advances per-quad pointers to its gates and outputs instead of recomputing
+// 64-bit addresses each step: H200 session 11 calls 2-3 (FP32 whole forward, three rounds in
+// one call against the previous kernel): batch 1024 31.87 ms with the half-step pipeline alone,
+// 31.30 with the pointers too, against 32.43; batch 256 8.05 / 7.91 against 8.21; ncu (batch
+// 256, layer 1, the pipeline alone): issue active 79.1 %, 1.26 ms. Bits equal to every other
 // kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
 // Lanes of a quad kernel's row group, rows a group, floats of a lane's piece of h and the
 // distance between pieces (padded so that eight lanes' 16-byte loads hit distinct banks;
@@ -871,7 +877,13 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     const int mine = lane & 3;
     const bl_u32 unit = group * (ROWS / BILSTM_GATES) + (bl_u32)ub;
     const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
-    bl_u64 window_row[G];
+    // Per quad: the gates last prefetched and the next output of this lane, each advanced one
+    // frame (in this direction's order) a use; out_ptr passes the window's last frame after its
+    // last store and is never dereferenced there.
+    const float4* gate_ptr[G];
+    float* out_ptr[G];
+    const long long gate_step = direction == 0 ? BILSTM_GATE_ROWS / 4 : -(BILSTM_GATE_ROWS / 4);
+    const long long out_step = direction == 0 ? 2 * BILSTM_HIDDEN : -(2 * BILSTM_HIDDEN);
     bool real[G];
     float4 gates_next[G];
     float c[G];
@@ -881,8 +893,10 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         for (int g = 0; g < G; ++g) {
             const bl_u32 slot_w = (bl_u32)(g * Q + mine);
             real[g] = slot_w < valid;
-            window_row[g] = (bl_u64)(first_window + (real[g] ? slot_w : valid - 1u)) * frames;
-            gates_next[g] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[g] + frame0) * BILSTM_GATE_ROWS) + unit);
+            const bl_u64 row0 = (bl_u64)(first_window + (real[g] ? slot_w : valid - 1u)) * frames + frame0;
+            gate_ptr[g] = reinterpret_cast<const float4*>(proj + row0 * BILSTM_GATE_ROWS) + unit;
+            out_ptr[g] = p.out + row0 * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit;
+            gates_next[g] = __ldg(gate_ptr[g]);
             c[g] = 0.0f;
         }
     }
@@ -895,106 +909,175 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
     bool aborted = false;
     bool timed_out = false;
-    bl_u32 step = 0;
-    for (; step < frames; ++step) {
-        const bl_u32 slot = step & 1u;
-        const bl_u32 prev = slot ^ 1u;
-        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+    // Thread 0 arms both quads' mbarriers of step s's slot (each expects GROUP_BYTES of pushes).
+    auto arm = [&](bl_u32 s) {
         if (tid == 0) {
 #pragma unroll
             for (int g = 0; g < G; ++g) {
-                bl_mbar_arrive_expect(bar_addr0 + 8u * (slot * G + (bl_u32)g), GROUP_BYTES);
+                bl_mbar_arrive_expect(bar_addr0 + 8u * ((s & 1u) * G + (bl_u32)g), GROUP_BYTES);
             }
         }
-        // Every quad's products first, then every quad's cells (after the last wait the last
-        // quad's products and the other quads' cells form one straight block the scheduler may
-        // interleave; the earlier quads' pushes wait for it, their next wait a step away). H200,
-        // session 8 call 7: no faster than a quad's cells right after its products (1.389 against
-        // 1.375 ms a wave of 8 windows, the untouched 4-window kernel 1.4 % slower in the same
-        // call), kept as it is.
-        float4 gates_in[G];
-        float dots[G][BILSTM_GATES];
+    };
+    // Quad g's gates of the step that gates_next holds; prefetches those of step s + 1.
+    auto take_gates = [&](int g, bl_u32 s) -> float4 {
+        const float4 in = gates_next[g];
+        if (s + 1u < frames) {
+            gate_ptr[g] += gate_step;
+            gates_next[g] = __ldg(gate_ptr[g]);
+        }
+        return in;
+    };
+    // Waits (bounded) for every push of quad g's step s - 1 (s >= 1); false on the lost-partner
+    // timeout or another CTA's error, for every lane of the warp alike.
+    auto wait_quad = [&](int g, bl_u32 s) -> bool {
+        const bool ok = bl_cl_wait(bar_addr0 + 8u * (((s - 1u) & 1u) * G + (bl_u32)g), ((s - 1u) >> 1) & 1u,
+                                   p.spin_timeout_ns, p.error, &timed_out);
+        return !__any_sync(BL_FULL_MASK, !ok);
+    };
+    // Pair q of quad g's products from slot `from` (windows ((q ^ wb1) << 1) | (s ^ wb0), s = 0, 1),
+    // reduced over offset 1 (window bit 0: keep member 0, add the partner's member 1) into
+    // v[q * ROWS ..].
+    auto products_pair = [&](int g, bl_u32 from, int q, float (&v)[2 * ROWS]) {
+        float a[2 * ROWS];
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-            gates_in[g] = gates_next[g];
-            if (step + 1u < frames) {
-                const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
-                gates_next[g] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[g] + next) * BILSTM_GATE_ROWS) + unit);
+        for (int s = 0; s < 2; ++s) {
+            const int w = ((q ^ wb1) << 1) | (s ^ wb0);
+            const float* piece = &h_s[from][g][w][lane * BL_QD_PIECE_STRIDE];
+            float h0[BL_CL_TERMS];
+            bl_load8(h0, piece);
+            float c0[ROWS];
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                c0[i] = bl_dot_chain8(r[i][0], h0);
             }
-            // The four gates' recurrent dots of this lane's cell in quad g; +0.0f at step 0.
+            float h1[BL_CL_TERMS];
+            bl_load8(h1, piece + BL_CL_TERMS);
+            // Chains 2 lane and 2 lane + 1: the tree's first level.
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                a[s * ROWS + i] = c0[i] + bl_dot_chain8(r[i][1], h1);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            v[q * ROWS + i] = a[i] + __shfl_xor_sync(BL_FULL_MASK, a[ROWS + i], 1);
+        }
+    };
+    // Offsets 2 (window bit 1) and 4 (the unit bit): v[0 .. 4) are then this lane's four dots.
+    auto reduce_rest = [&](float (&v)[2 * ROWS]) {
+        bl_cl_reduce_level<2 * ROWS, 2 * ROWS, 2>(v);
+        bl_cl_reduce_level<2 * ROWS, ROWS, 4>(v);
+    };
+    // This lane's cell of quad g from its gates and four dots (c[g] updated): the new h.
+    auto cell = [&](int g, const float4& in, const float (&d)[2 * ROWS]) -> float {
+        return bl_lstm_cell(bl_preactivation(in.x, d[0], bias.x), bl_preactivation(in.y, d[1], bias.y),
+                            bl_preactivation(in.z, d[2], bias.z), bl_preactivation(in.w, d[3], bias.w), &c[g]);
+    };
+    // Quad g's h of step s: pushed to both CTAs' slot s % 2 (completing its mbarrier there) and
+    // stored to the output (real windows only).
+    auto publish = [&](int g, bl_u32 s, float h) {
+        if (!stalled) {
+            const bl_u32 sl = s & 1u;
+            const bl_u32 dst =
+                h_addr0 + (((sl * G + (bl_u32)g) * Q + (bl_u32)mine) * BL_QD_H_ROW + my_index) * (bl_u32)sizeof(float);
+            const bl_u32 done = bar_addr0 + 8u * (sl * G + (bl_u32)g);
+#pragma unroll
+            for (int q = 0; q < S; ++q) {
+                bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), h, bl_cl_mapa(done, (bl_u32)q));
+            }
+        }
+        if (real[g]) {
+            *out_ptr[g] = h;
+        }
+        out_ptr[g] += out_step;
+    };
+    float h_last[G];
+    bl_u32 step = 0;
+    if constexpr (G == 1) {
+        for (; step < frames; ++step) {
+            arm(step);
+            const float4 in = take_gates(0, step);
+            // The four gates' recurrent dots of this lane's cell; +0.0f at step 0.
             float v[2 * ROWS];
 #pragma unroll
             for (int i = 0; i < 2 * ROWS; ++i) {
                 v[i] = 0.0f;
             }
             if (step > 0) {
-                const bool ok = bl_cl_wait(bar_addr0 + 8u * (prev * G + (bl_u32)g), ((step - 1u) >> 1) & 1u,
-                                           p.spin_timeout_ns, p.error, &timed_out);
-                if (__any_sync(BL_FULL_MASK, !ok)) {
+                if (!wait_quad(0, step)) {
                     aborted = true;
                     break;
                 }
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    float a[2 * ROWS];
-#pragma unroll
-                    for (int s = 0; s < 2; ++s) {
-                        const int w = ((q ^ wb1) << 1) | (s ^ wb0);
-                        const float* piece = &h_s[prev][g][w][lane * BL_QD_PIECE_STRIDE];
-                        float h0[BL_CL_TERMS];
-                        bl_load8(h0, piece);
-                        float c0[ROWS];
-#pragma unroll
-                        for (int i = 0; i < ROWS; ++i) {
-                            c0[i] = bl_dot_chain8(r[i][0], h0);
-                        }
-                        float h1[BL_CL_TERMS];
-                        bl_load8(h1, piece + BL_CL_TERMS);
-                        // Chains 2 lane and 2 lane + 1: the tree's first level.
-#pragma unroll
-                        for (int i = 0; i < ROWS; ++i) {
-                            a[s * ROWS + i] = c0[i] + bl_dot_chain8(r[i][1], h1);
-                        }
-                    }
-                    // Offset 1, window bit 0: keep member 0, add the partner's member 1.
-#pragma unroll
-                    for (int i = 0; i < ROWS; ++i) {
-                        v[q * ROWS + i] = a[i] + __shfl_xor_sync(BL_FULL_MASK, a[ROWS + i], 1);
-                    }
-                }
-                // Offset 2 (window bit 1), 4 (the unit bit).
-                bl_cl_reduce_level<2 * ROWS, 2 * ROWS, 2>(v);
-                bl_cl_reduce_level<2 * ROWS, ROWS, 4>(v);
+                products_pair(0, (step - 1u) & 1u, 0, v);
+                products_pair(0, (step - 1u) & 1u, 1, v);
+                reduce_rest(v);
             }
+            h_last[0] = cell(0, in, v);
+            publish(0, step, h_last[0]);
+        }
+    } else {
+        // Two quads, software-pipelined by half a step: in step s, after quad 0's wait, quad 1's
+        // cell of step s - 1 runs between quad 0's product pairs, and after quad 1's wait, quad
+        // 0's cell of step s between quad 1's, so each cell's dependent chain (exp, reciprocal,
+        // tanh) overlaps the other quad's FMAs instead of running while both warps of a
+        // scheduler wait on it; each h is pushed after the first pair of the other quad's
+        // products. Same arithmetic per value, so the same bits. Slot reuse stays safe: a lane
+        // pushes quad 1's h of step s - 1 (into slot (s - 1) % 2) after its own reads of quad 1's
+        // slot (s - 2) % 2, and reaches the next writes of that slot (step s + 1) only through
+        // the wait for every lane's push of step s; thread 0 re-arms a slot's mbarrier at step s
+        // after its wait for the phase of step s - 2, which needs every push of that step.
+        float4 pend_in;     // quad 1's gates of the step whose cell is pending
+        float pend[2 * ROWS];  // ... and its dots (the first four)
+        // Step 0: no dots (h = 0); quad 0's cell now, quad 1's pending.
+        if (frames > 0) {
+            arm(0);
+            const float4 in0 = take_gates(0, 0);
+            pend_in = take_gates(1, 0);
 #pragma unroll
-            for (int q = 0; q < BILSTM_GATES; ++q) {
-                dots[g][q] = v[q];
+            for (int i = 0; i < 2 * ROWS; ++i) {
+                pend[i] = 0.0f;
             }
+            h_last[0] = cell(0, in0, pend);
+            publish(0, 0, h_last[0]);
+            step = 1;
         }
-        if (aborted) {
-            break;
+        for (; step < frames; ++step) {
+            const bl_u32 from = (step - 1u) & 1u;
+            arm(step);
+            const float4 in0 = take_gates(0, step);
+            float v0[2 * ROWS];
+            if (!wait_quad(0, step)) {
+                aborted = true;
+                break;
+            }
+            const float h1 = cell(1, pend_in, pend);
+            products_pair(0, from, 0, v0);
+            publish(1, step - 1u, h1);
+            products_pair(0, from, 1, v0);
+            reduce_rest(v0);
+
+            pend_in = take_gates(1, step);
+            if (!wait_quad(1, step)) {
+                aborted = true;
+                break;
+            }
+            h_last[0] = cell(0, in0, v0);
+            products_pair(1, from, 0, pend);
+            publish(0, step, h_last[0]);
+            products_pair(1, from, 1, pend);
+            reduce_rest(pend);
         }
+        if (!aborted && frames > 0) {
+            h_last[1] = cell(1, pend_in, pend);
+            publish(1, frames - 1u, h_last[1]);
+        }
+    }
+    if (!aborted && frames > 0) {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-            const float h = bl_lstm_cell(bl_preactivation(gates_in[g].x, dots[g][0], bias.x),
-                                         bl_preactivation(gates_in[g].y, dots[g][1], bias.y),
-                                         bl_preactivation(gates_in[g].z, dots[g][2], bias.z),
-                                         bl_preactivation(gates_in[g].w, dots[g][3], bias.w), &c[g]);
-            if (!stalled) {
-                const bl_u32 dst =
-                    h_addr0 + (((slot * G + (bl_u32)g) * Q + (bl_u32)mine) * BL_QD_H_ROW + my_index) * (bl_u32)sizeof(float);
-                const bl_u32 done = bar_addr0 + 8u * (slot * G + (bl_u32)g);
-#pragma unroll
-                for (int q = 0; q < S; ++q) {
-                    bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), h, bl_cl_mapa(done, (bl_u32)q));
-                }
-            }
             if (real[g]) {
-                p.out[(window_row[g] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] = h;
-                if (step + 1u == frames) {
-                    bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
-                                         first_window + (bl_u32)(g * Q + mine), unit, h, c[g]);
-                }
+                bl_store_final_state(p.state_h, p.state_c, direction, p.batch, first_window + (bl_u32)(g * Q + mine),
+                                     unit, h_last[g], c[g]);
             }
         }
     }

@@ -177,9 +177,11 @@ pub struct WindowsDecision {
 /// windows (two quads in turn) 1.373-1.389 (calls 6-7, batch 256, one wave of 64; the
 /// shared-memory 8-window tile they replaced took 1.938); the quads with 8-lane row groups of
 /// session 10 (2026-12-02 call 8): 4 windows 0.700 (batch 128, one wave of 64), 8 windows 1.294
-/// (batch 256, one wave of 64; batch 1024, four waves, 5.154).
+/// (batch 256, one wave of 64; batch 1024, four waves, 5.154); session 11 (2026-12-02 call 4,
+/// the two quads half a step apart, advanced pointers, the ftz sigmoid): 4 windows 0.690
+/// (batch 128), 8 windows 1.194 (batch 256; batch 1024, four waves, 4.763).
 pub const CLUSTER_WAVE_LAYER_US: [(usize, usize); 4] =
-    [(CLUSTER_MAX_WINDOWS, 592), (4, 700), (8, 1294), (16, 2766)];
+    [(CLUSTER_MAX_WINDOWS, 592), (4, 690), (8, 1194), (16, 2766)];
 
 /// Chooses how many windows each cluster of `capacity`'s size runs for `batch` windows: one
 /// while all `2 * batch` one-window clusters fit one wave, else (2-CTA clusters only) the

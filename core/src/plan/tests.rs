@@ -1015,7 +1015,7 @@ fn window_tile_reasons_say_where_r_lives_and_the_costs_compared() {
         two_window_us: 4736,
     };
     let costs =
-        "H200 per-wave layer times 0.59 / 0.70 / 1.29 / 2.77 ms for 2 / 4 / 8 / 16 windows)";
+        "H200 per-wave layer times 0.59 / 0.69 / 1.19 / 2.77 ms for 2 / 4 / 8 / 16 windows)";
     for (windows, place) in [(4, "registers"), (8, "registers"), (16, "shared memory")] {
         let text = tile(windows).to_string();
         assert!(
