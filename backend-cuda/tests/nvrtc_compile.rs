@@ -246,7 +246,7 @@ fn the_tf32_projection_is_real_from_8_0_and_rounds_to_nearest_even() {
 /// entry, which share the module), the same
 /// ties-to-even rounding as the TF32 tile (no `cvt.rna`), and trap stubs before 8.0; the
 /// warpgroup entries (same module) real on 9.0 only (three `wgmma` products for each of a K
-/// tile's four k-steps, one for the TF32 twin) and trap stubs elsewhere.
+/// tile's four k-steps; one 256-column product for the TF32 twin) and trap stubs elsewhere.
 #[test]
 fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
     if !nvrtc_or_skip() {
@@ -272,9 +272,16 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
         assert_eq!(
             ptx.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
                 .count(),
-            // 3xTF32: three products for each of a K tile's four k-steps; TF32: one.
-            if wgmma { 3 * 4 + 4 } else { 0 },
-            "{arch:?}: wgmma products"
+            // 3xTF32: three products for each of a K tile's four k-steps.
+            if wgmma { 3 * 4 } else { 0 },
+            "{arch:?}: 3xTF32 wgmma products"
+        );
+        assert_eq!(
+            ptx.matches("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32")
+                .count(),
+            // TF32: one 256-column product for each of a K tile's four k-steps.
+            if wgmma { 4 } else { 0 },
+            "{arch:?}: TF32 wgmma products"
         );
         if real {
             use bilstm_core::geometry as g;

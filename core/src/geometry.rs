@@ -226,6 +226,13 @@ pub const PROJ_TF32X3_SMALL_SHARED_BYTES: usize = 2
 pub const PROJ_WG_TILE_ROWS: usize = 128;
 /// Warpgroup-MMA 3xTF32 projection: output tile columns (one `m64n128k8` product a warpgroup).
 pub const PROJ_WG_TILE_COLS: usize = 128;
+/// Its TF32 twin (`bilstm_projection_tf32_wgmma`): output tile columns, two column tiles of the
+/// weight image (one `m64n256k8` product a warpgroup and k-step, the stage's two weight slots
+/// holding the two tiles' high parts). H200, 2026-12-02 session 11 call 6 (TF32 whole forward,
+/// three rounds against 128-column tiles in the same call): batch 256 6.18-6.20 ms against
+/// 6.60-6.61, batch 1024 24.43-24.49 against 26.22-26.23, batch 32 1.68-1.69 against 1.71-1.72,
+/// batch 1 1.311 against 1.300 (half as many work tiles at 589 rows).
+pub const PROJ_WG_TF32_TILE_COLS: usize = 2 * PROJ_WG_TILE_COLS;
 /// Warpgroup-MMA 3xTF32 projection: K values per cp.async stage, the width of one 128-byte
 /// swizzle row of the weight image (four k-steps of 8). The packed weight image pads the input
 /// width to a multiple of it ([`proj_wg_padded_in`]).
@@ -276,7 +283,7 @@ pub const MAX_DEFINES: usize = 64;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 60] = [
+    let all: [(&'static str, usize); 61] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -344,6 +351,7 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ),
         ("BILSTM_PROJ_WG_TILE_ROWS", PROJ_WG_TILE_ROWS),
         ("BILSTM_PROJ_WG_TILE_COLS", PROJ_WG_TILE_COLS),
+        ("BILSTM_PROJ_WG_TF32_TILE_COLS", PROJ_WG_TF32_TILE_COLS),
         ("BILSTM_PROJ_WG_K_TILE", PROJ_WG_K_TILE),
         ("BILSTM_PROJ_WG_STAGES", PROJ_WG_STAGES),
         ("BILSTM_PROJ_WG_ROW_FLOATS", PROJ_WG_ROW_FLOATS),
@@ -403,7 +411,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 60);
+        assert_eq!(d.len(), 61);
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

@@ -342,10 +342,12 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 //   arch-specific features of sm_90a; the host compiles 9.0 devices' modules so); elsewhere the
 //   entry is a trap and the host never launches it.
 // - Grid: (G, 1, 1), any G >= 1 (the host: min(tiles, SMs), one block an SM); persistent: block
-//   b runs work tiles b, b + G, ... of tiles = 8 * ceil(rows / BILSTM_PROJ_WG_TILE_ROWS) (at most
-//   2^28, rows being u32), tile t being row tile t / 8, direction (t / 4) % 2 and column tile t % 4 (for
-//   BILSTM_GATE_ROWS = 4 * BILSTM_PROJ_WG_TILE_COLS; the eight tiles reading the same
-//   activations are neighbours, so concurrent blocks share them in L2). Block:
+//   b runs work tiles b, b + G, ... of tiles = 2 * C * ceil(rows / BILSTM_PROJ_WG_TILE_ROWS) (at
+//   most 2^28, rows being u32), tile t being row tile t / (2 C), direction (t / C) % 2 and column
+//   group t % C, where C = BILSTM_GATE_ROWS / COLS column groups of COLS columns:
+//   COLS = BILSTM_PROJ_WG_TILE_COLS (C = 4) for the 3xTF32 entry, BILSTM_PROJ_WG_TF32_TILE_COLS
+//   (two column tiles, C = 2) for the TF32 twin (the tiles reading the same activations are
+//   neighbours, so concurrent blocks share them in L2). Block:
 //   (BILSTM_BLOCK_THREADS, 1, 1) = two warpgroups. Dynamic shared bytes:
 //   BILSTM_PROJ_WG_SHARED_BYTES (raised once after loading): BILSTM_PROJ_WG_STAGES stages, then
 //   2 * STAGES mbarriers; based 1024-byte aligned (no static shared memory; the kernel traps
@@ -368,10 +370,16 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
 //   not finite), then hi(x) * hi(W). The same instruction sequence runs for every row, so a
 //   window's bits never depend on the batch; they differ from the mma.sync entries' (which add
 //   every k-step) and only this entry runs FP32 projections on 9.0 (bilstm_core's plan).
-// - bilstm_projection_tf32_wgmma (TF32 mode on 9.0; same grid, block, shared bytes, parameters
-//   and weight image, of which it reads the high parts only): gates = sum over k of tf32(x) *
-//   tf32(W), every k-step's product chained into one tensor-core accumulator from 0 in ascending
-//   k (the TF32 tile's numerics; its own bits).
+// - bilstm_projection_tf32_wgmma (TF32 mode on 9.0; same block, shared bytes, parameters and
+//   weight image, of which it reads the high parts only; work tiles of 256 columns, grid as
+//   above): gates = sum over k of tf32(x) * tf32(W), every k-step's product (one m64n256k8 a
+//   warpgroup: the stage's two weight slots hold the high parts of column tiles 2 g and 2 g + 1,
+//   one 256-row swizzled image) chained into one tensor-core accumulator from 0 in ascending k
+//   (the TF32 tile's numerics; its own bits). H200 session 11 call 6 against 128-column work
+//   tiles (TF32 whole forward): batch 256 6.19 ms against 6.61, batch 1024 24.43 against 26.22,
+//   batch 1 1.311 against 1.300 (20 work tiles instead of 40 at 589 rows). Also tried (call 7)
+//   and dropped: two K tiles' products before each wait (the step's code inlined twice, 204
+//   registers): 6.19 / 24.49, no faster.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A shared-memory matrix descriptor for wgmma: K-major operand in the 128-byte swizzle of
@@ -416,6 +424,34 @@ __device__ __forceinline__ void bl_wgmma_tf32(float (&d)[64], const bl_u32 (&a)[
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(b));
 }
 
+// As bl_wgmma_tf32 for the warpgroup's 64 x 256 tile (B: 8 x 256 K-major weights at `b`, two
+// column tiles' swizzled images one after the other), the TF32 twin's product.
+__device__ __forceinline__ void bl_wgmma_tf32_n256(float (&d)[128], const bl_u32 (&a)[4], bl_u64 b,
+                                                   bl_u32 accumulate) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %133, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "{%128, %129, %130, %131}, %132, p, 1, 1;\n\t}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
 constexpr int BL_WG_ROWS = BILSTM_PROJ_WG_TILE_ROWS;
 constexpr int BL_WG_COLS = BILSTM_PROJ_WG_TILE_COLS;
 constexpr int BL_WG_KT = BILSTM_PROJ_WG_K_TILE;
@@ -444,15 +480,16 @@ static_assert(2 * BL_WG_B_FLOATS / 4 % BILSTM_BLOCK_THREADS == 0, "B chunks even
 // rounding of the weights, as the TF32 tile's), every k-step's product chained into the one
 // accumulator in ascending k (no remainders, no FP32 adds), as the TF32 tile does.
 //
-// Persistent pipeline. Block b runs the work tiles b, b + gridDim.x, ... of the `tiles` = 8 *
-// row tiles ((row tile, direction, column tile), column tile fastest: the eight tiles reading the
-// same activation rows are neighbours), each tile's K tiles in order; the (tile, K tile) steps of
+// Persistent pipeline. Block b runs the work tiles b, b + gridDim.x, ... of the `tiles` = 8 (3xTF32;
+// TF32: 4) * row tiles ((row tile, direction, column group), column group fastest: the tiles
+// reading the same activation rows are neighbours), each tile's K tiles in order; the (tile, K tile) steps of
 // a block form one sequence whose step f uses stage f % STAGES, and the copies of step f + 2 are
 // issued at the start of step f, across tile boundaries (a tile's first copies are in flight
 // while the previous tile finishes and stores). No block barrier after the start:
 // - A (activations): each warp copies the 16 rows it reads itself (cp.async, one group a step),
 //   so it waits for its own copies (cp.async.wait_group, then __syncwarp for its lanes').
-// - B (weights): thread 0 copies both parts' K tile with the bulk-copy engine onto mbarrier
+// - B (weights): thread 0 copies the K tile's two weight slots (3xTF32: both parts of the column
+//   tile; TF32: the high parts of the group's two column tiles) with the bulk-copy engine onto mbarrier
 //   full[stage] (one arrival with the byte count); every warp waits for that phase. Before it
 //   refills a stage, thread 0 waits on empty[stage], where each of the 8 warps arrives once its
 //   warpgroup's products of the stage's previous step have completed. With 4 stages and copies
@@ -472,9 +509,15 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
     static_assert(PRODUCTS == 1 || PRODUCTS == 3, "TF32 or 3xTF32");
     static_assert(BL_WG_STAGES == 4, "copies two steps ahead, one step of slack between warpgroups");
     static_assert(BL_WG_ROWS / 2 == 4 * 16, "a warpgroup's 64 rows: 16 a warp");
-    constexpr int PARTS = PRODUCTS == 3 ? 2 : 1;
+    // Columns of a work tile: one column tile (3xTF32: both weight parts fill the stage's two
+    // weight slots) or two (TF32: the high parts of two neighbouring column tiles, one m64n256
+    // product a k-step), and the column groups of a direction.
+    constexpr int COLS = PRODUCTS == 3 ? BL_WG_COLS : BILSTM_PROJ_WG_TF32_TILE_COLS;
+    static_assert(BILSTM_PROJ_WG_TF32_TILE_COLS == 2 * BL_WG_COLS, "two column tiles, the stage's two slots");
+    constexpr bl_u32 GROUPS = (bl_u32)(BILSTM_GATE_ROWS / COLS);
+    constexpr int ACCS = COLS / 2;  // accumulators a thread: 64 rows x COLS / 128 threads
     constexpr bl_u32 B_BYTES = BL_WG_B_FLOATS * 4;
-    constexpr bl_u32 TILES_PER_ROW_TILE = 2 * BL_WG_COL_TILES;
+    constexpr bl_u32 TILES_PER_ROW_TILE = 2 * GROUPS;
     const int tid = threadIdx.x;
     const int lane = tid % BILSTM_WARP_THREADS;
     const int warp = tid / BILSTM_WARP_THREADS;
@@ -530,15 +573,18 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
                 while (!bl_mbar_try_wait(empty0 + 8u * stage, (bl_u32)(f / BL_WG_STAGES - 1u) & 1u)) {
                 }
             }
-            bl_mbar_arrive_expect(full, PARTS * B_BYTES);
-            const bl_u32 direction = (t / BL_WG_COL_TILES) % 2u;
-            const bl_u32 col_tile = t % BL_WG_COL_TILES;
-            const float* w = (direction == 0 ? p.weights[0] : p.weights[1]) +
-                             ((bl_u64)col_tile * k_tiles + kt) * BL_WG_B_FLOATS;
+            bl_mbar_arrive_expect(full, 2 * B_BYTES);
+            const bl_u32 direction = (t / GROUPS) % 2u;
+            const bl_u32 col_group = t % GROUPS;
+            const float* w = direction == 0 ? p.weights[0] : p.weights[1];
 #pragma unroll
-            for (int part = 0; part < PARTS; ++part) {
-                bl_bulk_copy_g2s(a_base + (bl_u32)(BL_WG_A_FLOATS * 4) + (bl_u32)part * B_BYTES, w + part * part_floats,
-                                 B_BYTES, full);
+            for (int slot = 0; slot < 2; ++slot) {
+                // 3xTF32: slot = weight part of the column tile; TF32: high parts of column tiles
+                // 2 g and 2 g + 1, so the slots hold one 256-row K-major image.
+                const bl_u64 part = PRODUCTS == 3 ? (bl_u64)slot : 0u;
+                const bl_u64 col_tile = PRODUCTS == 3 ? col_group : 2u * col_group + (bl_u32)slot;
+                bl_bulk_copy_g2s(a_base + (bl_u32)(BL_WG_A_FLOATS * 4) + (bl_u32)slot * B_BYTES,
+                                 w + part * part_floats + (col_tile * k_tiles + kt) * BL_WG_B_FLOATS, B_BYTES, full);
             }
         }
     };
@@ -559,11 +605,14 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
         ++pf;
     };
 
-    float acc[64];
-    float tile[64];
+    float acc[ACCS];
+    float tile[PRODUCTS == 3 ? 64 : 1];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < ACCS; ++i) {
         acc[i] = 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < (PRODUCTS == 3 ? 64 : 1); ++i) {
         tile[i] = 0.0f;
     }
     produce();
@@ -589,14 +638,14 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
                 const float2 upper = *reinterpret_cast<const float2*>(a_s + group * BL_WG_LDA + 8 * c + 2 * pair);
                 const float2 lower = *reinterpret_cast<const float2*>(a_s + (group + 8) * BL_WG_LDA + 8 * c + 2 * pair);
                 const bl_u64 w_hi = bl_wg_desc_sw128(b_hi + (bl_u32)(c * BL_X3_MMA_K * 4));
-                if (PRODUCTS == 1) {
+                if constexpr (PRODUCTS == 1) {
                     const bl_u32 a_tf32[4] = {__float_as_uint(bl_tf32_rne(upper.x)), __float_as_uint(bl_tf32_rne(lower.x)),
                                               __float_as_uint(bl_tf32_rne(upper.y)), __float_as_uint(bl_tf32_rne(lower.y))};
                     bl_wg_fence();
-                    bl_wgmma_tf32(acc, a_tf32, w_hi, 1u);
+                    bl_wgmma_tf32_n256(acc, a_tf32, w_hi, 1u);
                     bl_wg_commit();
                     continue;
-                }
+                } else {
                 bl_u32 a_hi[4];
                 bl_u32 a_lo[4];
                 bl_u32 a_fin[4];
@@ -614,6 +663,7 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
                 bl_wgmma_tf32(tile, a_fin, w_lo, 1u);
                 bl_wgmma_tf32(tile, a_hi, w_hi, 1u);
                 bl_wg_commit();
+                }
             }
             // This warpgroup's products of the stage are done (and no wgmma reads a fragment
             // register any more): release the stage, and for 3xTF32 add the step's sum.
@@ -621,7 +671,7 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
             if (lane == 0) {
                 bl_mbar_arrive(empty0 + 8u * stage);
             }
-            if (PRODUCTS == 3) {
+            if constexpr (PRODUCTS == 3) {
 #pragma unroll
                 for (int i = 0; i < 64; ++i) {
                     acc[i] = __fadd_rn(acc[i], tile[i]);
@@ -631,11 +681,11 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
 
         // Accumulator 4 j + q: row group + 8 (q / 2) of this warp's 16, column 8 j + 2 pair + q % 2.
         const bl_u64 row = (bl_u64)(t / TILES_PER_ROW_TILE) * BL_WG_ROWS + (bl_u64)my_row + (bl_u64)group;
-        const bl_u32 direction = (t / BL_WG_COL_TILES) % 2u;
-        float* o = p.out + (bl_u64)direction * p.out_direction_stride + row * BILSTM_GATE_ROWS +
-                   (t % BL_WG_COL_TILES) * BL_WG_COLS + 2 * pair;
+        const bl_u32 direction = (t / GROUPS) % 2u;
+        float* o = p.out + (bl_u64)direction * p.out_direction_stride + row * BILSTM_GATE_ROWS + (t % GROUPS) * COLS +
+                   2 * pair;
 #pragma unroll
-        for (int j = 0; j < BL_WG_COLS / 8; ++j) {
+        for (int j = 0; j < COLS / 8; ++j) {
             if (row < rows) {
                 *reinterpret_cast<float2*>(o + 8 * j) = make_float2(acc[4 * j], acc[4 * j + 1]);
             }

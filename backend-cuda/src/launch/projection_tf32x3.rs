@@ -15,8 +15,8 @@
 
 use bilstm_core::geometry::{
     GATE_ROWS, K_PAD, PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS,
-    PROJ_TF32X3_TILE_COLS, PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TILE_COLS,
-    PROJ_WG_TILE_ROWS,
+    PROJ_TF32X3_TILE_COLS, PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TF32_TILE_COLS,
+    PROJ_WG_TILE_COLS, PROJ_WG_TILE_ROWS,
 };
 use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::Kernel;
@@ -46,11 +46,12 @@ pub(crate) const fn tile_kernel(tile: ProjectionTile) -> Option<(&'static Kernel
             PROJ_WG_TILE_ROWS,
             PROJ_WG_TILE_COLS,
         )),
-        // The TF32 twin: the same launch, the same weight image (its high parts).
+        // The TF32 twin: the same launch and weight image (its high parts), work tiles of two
+        // column tiles.
         ProjectionTile::Tf32Wgmma => Some((
             &bilstm_kernels::PROJECTION_TF32_WGMMA,
             PROJ_WG_TILE_ROWS,
-            PROJ_WG_TILE_COLS,
+            PROJ_WG_TF32_TILE_COLS,
         )),
         _ => None,
     }
@@ -291,11 +292,12 @@ mod tests {
             w.len = bilstm_core::layout::wgmma_image_len(40, GATE_ROWS);
         }
         assert!(check((9, 0), 132, wg, &a).is_ok());
-        // The TF32 twin: the same launch under its own entry.
+        // The TF32 twin: the same launch under its own entry, with work tiles of two column
+        // tiles (256 columns): 5 row tiles x 2 x 2 directions = 20 blocks.
         let (entry, _, cfg2) =
             check((9, 0), 132, ProjectionTile::Tf32Wgmma, &args(589, 64)).unwrap();
         assert_eq!(entry, "bilstm_projection_tf32_wgmma");
-        assert_eq!(cfg2.grid_dim, cfg.grid_dim);
+        assert_eq!(cfg2.grid_dim, (20, 1, 1));
         assert_eq!(cfg2.shared_mem_bytes, cfg.shared_mem_bytes);
         // No wgmma before or after Hopper.
         for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {

@@ -198,9 +198,9 @@ pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [230, 254,
 pub const PROJ_WG_REGISTERS: u32 = 216;
 /// Registers per thread of its TF32 twin (`bilstm_projection_tf32_wgmma`, ptxas 13.0 for
 /// sm_90a, 2026-12-02 session 9: 124 since the persistent pipeline; 144 in session 8, 176
-/// before it copied only the high part of the weight image): also one block per SM (the same
-/// shared bytes).
-pub const PROJ_WG_TF32_REGISTERS: u32 = 124;
+/// before it copied only the high part of the weight image; 186 since its m64n256 products,
+/// session 11): also one block per SM (the same shared bytes).
+pub const PROJ_WG_TF32_REGISTERS: u32 = 186;
 
 /// Registers per thread of the compiled wide recurrence (the H200 driver, 2026-12-01, and
 /// ptxas 13.0 for sm_90: 254 since the re-polling load phase, the one-window path and the

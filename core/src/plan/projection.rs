@@ -125,8 +125,8 @@ pub enum ProjectionTile {
     /// 128x128 output tiles; one FP32 add per K tile of 32 instead of per k-step of 8, so its
     /// bits differ from the `mma.sync` 3xTF32 tiles'.
     Tf32x3Wgmma,
-    /// TF32 on Hopper's warpgroup MMA ([`WGMMA_ARCHITECTURES`] only), 128x128 output tiles, one
-    /// product per k-step chained in the tensor cores (the [`ProjectionTile::Tf32`] numerics,
+    /// TF32 on Hopper's warpgroup MMA ([`WGMMA_ARCHITECTURES`] only), 128x256 output tiles
+    /// (`m64n256k8` products), one product per k-step chained in the tensor cores (the [`ProjectionTile::Tf32`] numerics,
     /// its own bits); [`MathMode::Tf32`] only.
     Tf32Wgmma,
 }
@@ -186,7 +186,7 @@ impl fmt::Display for ProjectionTile {
             ProjectionTile::Tf32x3 => "3xtf32 128x128",
             ProjectionTile::Tf32x3Small => "3xtf32 64x128",
             ProjectionTile::Tf32x3Wgmma => "3xtf32 wgmma 128x128",
-            ProjectionTile::Tf32Wgmma => "tf32 wgmma 128x128",
+            ProjectionTile::Tf32Wgmma => "tf32 wgmma 128x256",
         })
     }
 }

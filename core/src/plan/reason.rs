@@ -677,7 +677,7 @@ mod tests {
                 Reason::Tf32Allowed {
                     compute_capability: (9, 0),
                 },
-                "tf32 wgmma 128x128: TF32 mode on 9.0",
+                "tf32 wgmma 128x256: TF32 mode on 9.0",
             ),
             (
                 Reason::Tf32Allowed {
