@@ -1,6 +1,7 @@
 //! GPU: `Backend::forward_with_state` (what PyTorch's `nn.LSTM` returns as `(h_n, c_n)`): the
 //! output bits of `forward`; every recurrence kind (wide, tiled, resident, cluster with 2 and 4
-//! CTAs, two windows per 2-CTA cluster) writes the same final-state bits; the last layer's
+//! CTAs, 2-CTA clusters of 2, 4, 8 and 16 windows) writes the same final-state bits, also at 1,
+//! 2 and 3 frames (the register quads' first and last steps); the last layer's
 //! `h_n` equals the output at the window's last (forward) and first (reverse) frame; a window's
 //! states do not depend on the batch; both tensors within FP32 mode's budget of the f64
 //! reference; the exact error for state tensors of the wrong length.
@@ -17,13 +18,17 @@ use bilstm_cuda::{CudaBackend, CudaError, RecurrenceKind};
 use gpu_support::{INPUT_SEED, assert_same_bits, budget, prepared, stack};
 
 /// (kind, cluster size, windows per cluster) of every recurrence variant.
-const VARIANTS: [(RecurrenceKind, Option<usize>, Option<usize>); 6] = [
+const VARIANTS: [(RecurrenceKind, Option<usize>, Option<usize>); 9] = [
     (RecurrenceKind::Wide, None, None),
     (RecurrenceKind::Tiled, None, None),
     (RecurrenceKind::Resident, None, None),
     (RecurrenceKind::Cluster, Some(2), Some(1)),
     (RecurrenceKind::Cluster, Some(4), Some(1)),
     (RecurrenceKind::Cluster, Some(2), Some(2)),
+    // The register quads (one quad; two half a step apart) and the 16-window tile.
+    (RecurrenceKind::Cluster, Some(2), Some(4)),
+    (RecurrenceKind::Cluster, Some(2), Some(8)),
+    (RecurrenceKind::Cluster, Some(2), Some(16)),
 ];
 
 struct Run {
@@ -120,6 +125,40 @@ fn every_kind_writes_the_same_final_states() {
             budget()
         );
         assert!(err <= budget(), "{what}: {err:.3e}");
+    }
+}
+
+/// At 1, 2 and 3 frames every variant gives the wide kernel's output and final-state bits
+/// (batch 9: the 8-window quads run a full and a one-window cluster a direction): the quads'
+/// peeled first step, their last step and the pending cell the two-quad kernel finishes after
+/// its loop.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_kind_agrees_at_one_two_and_three_frames() {
+    let batch = 9;
+    for frames in [1, 2, 3] {
+        let shape = StackShape::pyannote().with_frames(frames);
+        let st = stack(&shape);
+        let input = random_input(&shape, batch, INPUT_SEED + frames as u64);
+        let mut gpu = prepared(&st, batch);
+        let mut first: Option<Run> = None;
+        for v in VARIANTS {
+            force(&mut gpu, v);
+            let r = run(&mut gpu, &shape, &input, batch);
+            match &first {
+                None => first = Some(r),
+                Some(f) => {
+                    let what = format!("{v:?} at {frames} frame(s)");
+                    assert_same_bits(&f.out, &r.out, &format!("{what}: output vs wide"));
+                    assert_same_bits(&f.h_n, &r.h_n, &format!("{what}: h_n vs wide"));
+                    assert_same_bits(&f.c_n, &r.c_n, &format!("{what}: c_n vs wide"));
+                }
+            }
+        }
+        eprintln!(
+            "{frames} frame(s): {} variants agree bit for bit",
+            VARIANTS.len()
+        );
     }
 }
 
