@@ -590,7 +590,7 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
     };
 
     float acc[ACCS];
-    float tile[PRODUCTS == 3 ? 64 : 1];
+    float tile[PRODUCTS == 3 ? 64 : 1];  // 3xTF32's fresh K-tile sum (TF32: unused)
 #pragma unroll
     for (int i = 0; i < ACCS; ++i) {
         acc[i] = 0.0f;
@@ -628,25 +628,24 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
                     bl_wg_fence();
                     bl_wgmma_tf32_n256(acc, a_tf32, w_hi, 1u);
                     bl_wg_commit();
-                    continue;
                 } else {
-                bl_u32 a_hi[4];
-                bl_u32 a_lo[4];
-                bl_u32 a_fin[4];
-                bl_tf32_split(upper.x, a_hi[0], a_lo[0]);
-                bl_tf32_split(lower.x, a_hi[1], a_lo[1]);
-                bl_tf32_split(upper.y, a_hi[2], a_lo[2]);
-                bl_tf32_split(lower.y, a_hi[3], a_lo[3]);
+                    bl_u32 a_hi[4];
+                    bl_u32 a_lo[4];
+                    bl_u32 a_fin[4];
+                    bl_tf32_split(upper.x, a_hi[0], a_lo[0]);
+                    bl_tf32_split(lower.x, a_hi[1], a_lo[1]);
+                    bl_tf32_split(upper.y, a_hi[2], a_lo[2]);
+                    bl_tf32_split(lower.y, a_hi[3], a_lo[3]);
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    a_fin[q] = bl_tf32_finite_or_zero(a_hi[q]);
-                }
-                const bl_u64 w_lo = bl_wg_desc_sw128(b_lo + (bl_u32)(c * BL_X3_MMA_K * 4));
-                bl_wg_fence();
-                bl_wgmma_tf32(tile, a_lo, w_hi, c == 0 ? 0u : 1u);
-                bl_wgmma_tf32(tile, a_fin, w_lo, 1u);
-                bl_wgmma_tf32(tile, a_hi, w_hi, 1u);
-                bl_wg_commit();
+                    for (int q = 0; q < 4; ++q) {
+                        a_fin[q] = bl_tf32_finite_or_zero(a_hi[q]);
+                    }
+                    const bl_u64 w_lo = bl_wg_desc_sw128(b_lo + (bl_u32)(c * BL_X3_MMA_K * 4));
+                    bl_wg_fence();
+                    bl_wgmma_tf32(tile, a_lo, w_hi, c == 0 ? 0u : 1u);
+                    bl_wgmma_tf32(tile, a_fin, w_lo, 1u);
+                    bl_wgmma_tf32(tile, a_hi, w_hi, 1u);
+                    bl_wg_commit();
                 }
             }
             // This warpgroup's products of the stage are done (and no wgmma reads a fragment

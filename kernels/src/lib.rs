@@ -360,7 +360,8 @@ pub const RECURRENCE_CLUSTER2W4: Kernel = cluster_tile(
 );
 
 /// `bilstm_recurrence_cluster2w8`: [`RECURRENCE_CLUSTER2W4`] with two quads (8 windows) a
-/// cluster, taken in turn each step (each quad with its own mbarriers); grid
+/// cluster, half a step apart (each quad's cell runs between the other quad's products; each
+/// quad with its own mbarriers); grid
 /// `2 * ceil(batch / 8) * 2` CTAs, no dynamic shared memory (10,272 static bytes).
 pub const RECURRENCE_CLUSTER2W8: Kernel = cluster_tile(
     KernelId::RecurrenceCluster2W8,

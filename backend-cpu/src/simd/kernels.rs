@@ -232,15 +232,28 @@ fn packed_tile<W: Wide, const MR: usize, const NS: usize>(
     }
     let mut acc = [[W::splat(0.0); NS]; MR];
     for (k, xr) in rows[..width].iter().enumerate() {
-        let w: [W; NS] = std::array::from_fn(|q| W::load(&parts[q][k]));
-        for (a, &xv) in acc.iter_mut().zip(xr) {
-            let xb = W::splat(xv);
-            for (aq, &wq) in a.iter_mut().zip(&w) {
-                *aq = xb.mul_add(wq, *aq);
-            }
-        }
+        fma_k(&mut acc, &parts, k, |i| xr[i]);
     }
     store_tile(&acc, out_row, out, col0);
+}
+
+/// One `k` of a projection tile, shared by [`tile`] and [`packed_tile`]: the `NS` weight
+/// vectors of row `k` of `parts`, and for each of the `MR` rows one FMA into each strip's
+/// accumulator with `x(i)` (row `i`'s value `k`) broadcast.
+#[inline(always)]
+fn fma_k<W: Wide, const MR: usize, const NS: usize>(
+    acc: &mut [[W; NS]; MR],
+    parts: &[&[[f32; STRIP_COLS]]; NS],
+    k: usize,
+    x: impl Fn(usize) -> f32,
+) {
+    let w: [W; NS] = std::array::from_fn(|q| W::load(&parts[q][k]));
+    for (i, a) in acc.iter_mut().enumerate() {
+        let xb = W::splat(x(i));
+        for (aq, &wq) in a.iter_mut().zip(&w) {
+            *aq = xb.mul_add(wq, *aq);
+        }
+    }
 }
 
 /// Stores a tile's accumulators: row `i`, strip `q` to output row `out_row + i`, columns
@@ -320,15 +333,7 @@ fn tile<W: Wide, const MR: usize, const NS: usize>(
         if parts.iter().any(|part| part.len() != pw) || xs.iter().any(|r| r.len() != pw) {
             return;
         }
-        for k in 0..pw {
-            let w: [W; NS] = std::array::from_fn(|q| W::load(&parts[q][k]));
-            for (a, xr) in acc.iter_mut().zip(&xs) {
-                let xb = W::splat(xr[k]);
-                for (aq, &wq) in a.iter_mut().zip(&w) {
-                    *aq = xb.mul_add(wq, *aq);
-                }
-            }
-        }
+        (0..pw).for_each(|k| fma_k(&mut acc, &parts, k, |i| xs[i][k]));
         k0 += pw;
     }
     store_tile(&acc, at[1], out, col0);
