@@ -5,7 +5,7 @@
 //! [`bilstm_core::Backend`]. On x86-64 with AVX2 and FMA (detected at run time, once, in
 //! [`CpuBackend::new`]) it runs hand-blocked SIMD kernels; with AVX-512F and AVX-512VL, the
 //! input projection and the recurrent product run on 512-bit vectors (one `zmm` per 16-column
-//! weight-strip row) and the gate math on 256-bit ones with 32 registers; elsewhere the same
+//! weight-strip row), and so does the gate math (two 8-unit panels a `zmm`); elsewhere the same
 //! kernels compiled portably. Every path gives the same bits ([`Isa`]).
 //!
 //! ## How a forward runs
@@ -29,8 +29,9 @@
 //!    (`gates += h·R`, 6 windows x 16 columns per register tile, 6 x 32 with AVX-512VL, 6 x
 //!    64 in `zmm` with AVX-512F, streaming R from L2; batch 1: 1 window x 64 columns, 128 in
 //!    `zmm`), then the fused, vectorised
-//!    pointwise pass `+ bias`, `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g`,
-//!    `h = o·tanh(c)`, four panels at a time so their latency chains overlap.
+//!    pointwise pass `+ bias`, then `c = σ(a_f)·c + σ(a_i)·tanh(a_g)` and `h =
+//!    σ(a_o)·tanh(c)` over common denominators (five exponentials and two divisions a unit),
+//!    four panels at a time so their latency chains overlap.
 //!
 //! The last layer's two halves are merged into the caller's output, forward units first.
 //!
@@ -49,13 +50,13 @@
 //!   a value's chain (tested on every set the host has; the 512-bit tiling also with the
 //!   portable operations on any host).
 //!
-//! `σ`, `tanh` and `exp` are the kernels' own vectorised functions (Cephes constructions,
-//! `exp` within 1 ulp, `σ` within 1.5e-7 relative, `tanh` within 8e-8 absolute, measured
-//! against f64 in the unit tests), not libm's, so the bits differ from the first CPU version's
+//! The cell update is the kernels' own vectorised function (Cephes' `exp` reduction, within 1.4
+//! ulp; `c'` within 3.1e-7 of its terms' magnitude, `h` within 2.1e-7 of `σ(a_o)`, measured
+//! against f64 in the unit tests), not libm's, so the bits differ from earlier CPU versions'
 //! and from the GPU backend's (DESIGN §4: no `ex2.approx` here). Relative L2 error against the
 //! f64 reference stays within [`bilstm_core::accuracy::CPU_FP32_REL_L2`] (1e-5). Measured with
-//! weights U(-0.3, 0.3) and standard-normal inputs (`tests/accuracy.rs`): 6.9e-7 to 7.5e-7 for
-//! batches 1, 3 and 8 of 589 frames, 3.3e-7 to 7.0e-7 for 1 to 17 frames, 1.1e-6 with inputs
+//! weights U(-0.3, 0.3) and standard-normal inputs (`tests/accuracy.rs`): 6.9e-7 to 7.7e-7 for
+//! batches 1, 3 and 8 of 589 frames, 3.2e-7 to 7.3e-7 for 1 to 17 frames, 1.1e-6 with inputs
 //! scaled by 30 (saturated gates).
 //!
 //! ## Threads
@@ -91,8 +92,8 @@
 //!   reaches that window's forward outputs from its frame on and reverse outputs up to it in
 //!   the first layer, hence every frame of the window after two or more layers. An infinity
 //!   usually saturates the gates (finite outputs) and gives NaN where infinities cancel. The
-//!   gate functions clamp `exp`'s argument to `[-87, 88]`: a saturated `σ` is 6e-39 or 1, not
-//!   exactly 0.
+//!   cell clamps its sigmoid arguments to `[-25, 25]` (tanh's to `[-12.5, 12.5]`): a
+//!   saturated `σ` is 1 or 1.4e-11, never 0 or subnormal.
 //!
 //! ## Math modes
 //! [`bilstm_core::MathMode::Tf32`] is accepted and runs FP32: the result is bit-identical to

@@ -17,12 +17,12 @@
 //! Every projection value is one FMA chain in ascending `k` starting from `0.0`; every gate
 //! pre-activation is one FMA chain `proj + Σ h[k]·R[k, col]` in ascending `k` starting from
 //! the projection value (skipped at step 0, where `h = 0`), then `+ bias` (DESIGN §2). Then
-//! `i, f, o = σ(a)`, `g = tanh(a)`, `c = f·c + i·g` (one FMA onto the rounded `i·g`),
-//! `h = o·tanh(c)`, with [`super::math`]'s functions. No sum is ever split or reordered by the
+//! [`cell_n`]: `c' = σ(a_f)·c + σ(a_i)·tanh(a_g)` and `h = σ(a_o)·tanh(c')` in the fixed
+//! sequence of operations documented there. No sum is ever split or reordered by the
 //! blocking, the batch, the window's position or the thread, so the bits depend on none of
 //! them.
 
-use super::math::{sigmoid_n, tanh_n};
+use super::math::cell_n;
 use super::{Lanes, ProjectTile, RecurrentTile, SingleTile, Tiles, Wide};
 use std::cell::RefCell;
 
@@ -394,7 +394,6 @@ pub(crate) struct State<'a> {
 /// (batch 32: 270-279 against 265-268 ms, 2026-11-29).
 #[inline(always)]
 pub(crate) fn recurrence<
-    V: Lanes,
     W: Wide,
     const WG: usize,
     const SG: usize,
@@ -495,7 +494,7 @@ pub(crate) fn recurrence<
         }
         for w in 0..batch {
             let (g_row, row) = (w * g_len + gt, w * frames + t);
-            cells::<V>(
+            cells::<W>(
                 &st.gates[g_row * COLS..(g_row + 1) * COLS],
                 bias,
                 &mut c[w * H..(w + 1) * H],
@@ -513,18 +512,16 @@ pub(crate) fn recurrence<
 /// [`recurrence`] with the 512-bit build's tiles (every variant compiled in; the choice is one
 /// branch per call, the one-window layout one per step).
 #[inline(always)]
-pub(crate) fn recurrence_tiled<V: Lanes, W: Wide>(tiles: Tiles, a: &Recurrence<'_>, st: State<'_>) {
+pub(crate) fn recurrence_tiled<W: Wide>(tiles: Tiles, a: &Recurrence<'_>, st: State<'_>) {
     const S: [usize; 4] = ZMM_RECURRENT_STRIPS;
     let single = tiles.single;
     match tiles.recurrent {
         RecurrentTile::W6x64 => {
-            recurrence::<V, W, 6, { S[0] }, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
+            recurrence::<W, 6, { S[0] }, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
         }
-        RecurrentTile::W8x32 => {
-            recurrence::<V, W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single)
-        }
+        RecurrentTile::W8x32 => recurrence::<W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single),
         RecurrentTile::W12x32 => {
-            recurrence::<V, W, 12, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
+            recurrence::<W, 12, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
         }
     }
 }
@@ -725,52 +722,52 @@ impl Gemm<'_> {
 const POINTWISE_PANELS: usize = 4;
 
 /// The pointwise pass of one window and step: `gates` (pre-activations without bias, panel
-/// order) plus `bias`, the gate functions, the cell update into `c`, the hidden state into
-/// `h_out`; [`POINTWISE_PANELS`] panels at a time.
+/// order) plus `bias`, then [`cell_n`] (the gate functions and the cell update) into `c` and
+/// `h_out`; [`POINTWISE_PANELS`] panels at a time, two panels a [`Wide`] vector (lanes 0..8
+/// the first panel's units, 8..16 the second's).
 #[inline(always)]
-fn cells<V: Lanes>(gates: &[f32], bias: &[[f32; PANEL_COLS]], c: &mut [f32], h_out: &mut [f32]) {
-    const N: usize = POINTWISE_PANELS;
-    let (g_panels, _) = gates.as_chunks::<{ N * PANEL_COLS }>();
-    let (b_panels, _) = bias.as_chunks::<N>();
-    let (c8, _) = c.as_chunks_mut::<{ N * 8 }>();
-    let (h8, _) = h_out.as_chunks_mut::<{ N * 8 }>();
-    for (((gp, bp), cell), out) in g_panels.iter().zip(b_panels).zip(c8).zip(h8) {
+fn cells<W: Wide>(gates: &[f32], bias: &[[f32; PANEL_COLS]], c: &mut [f32], h_out: &mut [f32]) {
+    const N: usize = POINTWISE_PANELS / 2;
+    let (g_panels, _) = gates.as_chunks::<{ POINTWISE_PANELS * PANEL_COLS }>();
+    let (b_panels, _) = bias.as_chunks::<POINTWISE_PANELS>();
+    let (c16, _) = c.as_chunks_mut::<{ POINTWISE_PANELS * 8 }>();
+    let (h16, _) = h_out.as_chunks_mut::<{ POINTWISE_PANELS * 8 }>();
+    for (((gp, bp), cell), out) in g_panels.iter().zip(b_panels).zip(c16).zip(h16) {
         let (g8, _) = gp.as_chunks::<8>();
-        // Sigmoid inputs: panel j's gates i, f, o at 3j, 3j + 1, 3j + 2; tanh inputs: gate g.
-        let mut sig = [V::splat(0.0); 3 * N];
-        let mut tg = [V::splat(0.0); N];
+        let (cell16, _) = cell.as_chunks_mut::<16>();
+        // Gate q of panels 2j and 2j + 1: [i, f, g, o][q].
+        let mut a = [[W::splat(0.0); N]; 4];
+        let mut cv = [W::splat(0.0); N];
         for j in 0..N {
-            let (b8, _) = bp[j].as_chunks::<8>();
-            for (q, gate) in [0, 1, 3].into_iter().enumerate() {
-                sig[3 * j + q] = V::load(&g8[4 * j + gate]).add(V::load(&b8[gate]));
+            let (b0, _) = bp[2 * j].as_chunks::<8>();
+            let (b1, _) = bp[2 * j + 1].as_chunks::<8>();
+            for q in 0..4 {
+                let g = W::load_halves(&g8[8 * j + q], &g8[8 * j + 4 + q]);
+                a[q][j] = g.add(W::load_halves(&b0[q], &b1[q]));
             }
-            tg[j] = V::load(&g8[4 * j + 2]).add(V::load(&b8[2]));
+            cv[j] = W::load(&cell16[j]);
         }
-        let sig = sigmoid_n(sig);
-        let g = tanh_n(tg);
-        let (cell8, _) = cell.as_chunks_mut::<8>();
-        let mut cn = g;
+        let (cn, h) = cell_n(a, cv);
+        let (out16, _) = out.as_chunks_mut::<16>();
         for j in 0..N {
-            cn[j] = sig[3 * j + 1].mul_add(V::load(&cell8[j]), sig[3 * j].mul(g[j]));
-            cn[j].store(&mut cell8[j]);
-        }
-        let th = tanh_n(cn);
-        let (out8, _) = out.as_chunks_mut::<8>();
-        for j in 0..N {
-            sig[3 * j + 2].mul(th[j]).store(&mut out8[j]);
+            cn[j].store(&mut cell16[j]);
+            h[j].store(&mut out16[j]);
         }
     }
 }
 
-/// The gate functions on eight lanes: `[sigmoid, tanh, exp]` (tests).
+/// The cell and exponential functions on sixteen lanes (tests): from `x = [a_i, a_f, a_g,
+/// a_o, c]`, `[c', h, e^x[0], e^x[0] - 1]` ([`cell_n`], `exp_n`, `expm1_n`).
 #[cfg(test)]
 #[inline(always)]
-pub(crate) fn eval_math<V: Lanes>(x: &[f32; 8]) -> [[f32; 8]; 3] {
-    let v = V::load(x);
-    let mut out = [[0.0; 8]; 3];
-    super::math::sigmoid(v).store(&mut out[0]);
-    super::math::tanh(v).store(&mut out[1]);
-    super::math::exp(v).store(&mut out[2]);
+pub(crate) fn eval_math<W: Wide>(x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
+    let v: [W; 5] = std::array::from_fn(|q| W::load(&x[q]));
+    let (cn, h) = cell_n([[v[0]], [v[1]], [v[2]], [v[3]]], [v[4]]);
+    let mut out = [[0.0; 16]; 4];
+    cn[0].store(&mut out[0]);
+    h[0].store(&mut out[1]);
+    super::math::exp_n([v[0]])[0].store(&mut out[2]);
+    super::math::expm1_n([v[0]])[0].store(&mut out[3]);
     out
 }
 
@@ -1128,6 +1125,7 @@ mod tests {
         rng.fill_normal_f32(&mut x);
         let gates = vec![0.0f32; FRAMES * COLS];
         let (mut hseq, mut h, mut c) = (vec![0.0f32; FRAMES * H], [0.0f32; H], [0.0f32; H]);
+        let (mut hb, mut cb) = (vec![0.0f32; FRAMES * H], vec![0.0f32; FRAMES * H]);
         for (isa, tiles) in timed_paths() {
             // The weights and the gates where the backend would put them for these tiles.
             let copy = |v: &[f32]| AlignedBuf::copy_of(v, tiles.align64).unwrap_or_default();
@@ -1167,22 +1165,23 @@ mod tests {
                 };
                 simd::recurrence(isa, tiles, &rec, state);
             });
+            // The gate math alone: step 0 (no product) of FRAMES one-frame windows, whose
+            // gates are the rows the recurrence above left (its pre-activations).
             let cells = best(|| {
-                for t in 0..FRAMES {
-                    let one = Recurrence {
-                        steps: 0..1,
-                        gates_frames: 0..1,
-                        frames: 1,
-                        ..rec
-                    };
-                    let state = State {
-                        gates: &mut gates[t * COLS..(t + 1) * COLS],
-                        hseq: &mut hseq[t * H..(t + 1) * H],
-                        h: &mut h,
-                        c: &mut c,
-                    };
-                    simd::recurrence(isa, tiles, &one, state);
-                }
+                let one = Recurrence {
+                    steps: 0..1,
+                    gates_frames: 0..1,
+                    frames: 1,
+                    batch: FRAMES,
+                    ..rec
+                };
+                let state = State {
+                    gates,
+                    hseq: &mut hseq,
+                    h: &mut hb,
+                    c: &mut cb,
+                };
+                simd::recurrence(isa, tiles, &one, state);
             });
             let forward = 2.0 * (p60 + 3.0 * p256) + 8.0 * recurrence;
             println!(
@@ -1330,8 +1329,12 @@ mod tests {
         let rb = R_STRIP_COLS;
         let mut bias = vec![0.0f32; COLS];
         rng.fill_uniform_f32(&mut bias, -0.5, 0.5);
-        let sig = |x: f32| simd::eval_math(Isa::portable(), &[x; 8])[0][0];
-        let th = |x: f32| simd::eval_math(Isa::portable(), &[x; 8])[1][0];
+        // One lane of the portable cell: (c', h) from the pre-activations and c.
+        let cell = |a: [f32; 4], c: f32| {
+            let x = [[a[0]; 16], [a[1]; 16], [a[2]; 16], [a[3]; 16], [c; 16]];
+            let out = simd::eval_math(Isa::portable(), &x);
+            (out[0][0], out[1][0])
+        };
         for forward in [true, false] {
             let mut want = vec![0.0f32; batch * frames * H];
             for w in 0..batch {
@@ -1353,9 +1356,7 @@ mod tests {
                             }
                             acc + bias[col]
                         });
-                        let (i, f, g, o) = (sig(a[0]), sig(a[1]), th(a[2]), sig(a[3]));
-                        c[u] = f.mul_add(c[u], i * g);
-                        hn[u] = o * th(c[u]);
+                        (c[u], hn[u]) = cell(a, c[u]);
                     }
                     want[row * H..(row + 1) * H].copy_from_slice(&hn);
                     h = hn;

@@ -1,15 +1,16 @@
 //! The CPU backend's arithmetic kernels, written once over a vector of eight `f32` lanes
-//! ([`Lanes`], the gate math) and one of sixteen ([`Wide`], one row of a 16-column weight
-//! strip: the projection and the recurrent product, FMA only), and compiled four times: for
+//! ([`Lanes`], the projection's input rows) and one of sixteen ([`Wide`]: one row of a
+//! 16-column weight strip in the projection and the recurrent product, and two panels' units in
+//! the gate math), both with the IEEE operations of [`Arith`], and compiled four times: for
 //! AVX2 + FMA, for AVX2 + FMA with AVX-512VL's 32 registers (256-bit operations), for
-//! AVX-512F (512-bit projection and recurrent product, the gate math as the AVX-512VL build)
+//! AVX-512F (512-bit vectors for the projection, the recurrent product and the gate math)
 //! ([`x86`], entered only after run-time detection), and portably ([`portable`], plain Rust
 //! with `f32::mul_add`).
 //!
 //! # Same bits on every path
-//! Every operation of [`Lanes`] is one IEEE-754 operation per lane, rounded to nearest-even:
+//! Every operation of [`Arith`] is one IEEE-754 operation per lane, rounded to nearest-even:
 //! add, sub, mul, div, fused multiply-add, round-to-integral (ties to even), and exact bit
-//! manipulations (sign, `2^n` construction, selection). The x86 instructions and the Rust
+//! manipulations (sign, `2^n` construction). The x86 instructions and the Rust
 //! scalar operations used by the portable path compute exactly the same value for each, and
 //! `min`/`max` are defined with x86's operand rule (`a > b ? a : b`) in both. The AVX2 and
 //! AVX-512VL builds run the same 256-bit operations (AVX-512VL only adds registers, so tiles
@@ -17,7 +18,8 @@
 //! the projection and the recurrent product on 512-bit vectors: a lane is one output column,
 //! `vfmadd231ps` on a `zmm` computes per lane the same single-rounding FMA as on a `ymm` (or
 //! `f32::mul_add`), and every column still gets one FMA chain in ascending `k` from the same
-//! start; only how many columns advance together changes. So every path gives bit-identical
+//! start; only how many columns advance together changes; its gate math runs each unit's
+//! operations on a `zmm` lane instead of a `ymm` lane. So every path gives bit-identical
 //! results for finite data (`tests` check it); NaN payloads may differ.
 //!
 //! # Where `unsafe` is
@@ -38,14 +40,11 @@ mod x86;
 
 use std::fmt;
 
-/// Eight `f32` lanes and the IEEE operations the kernels use (see the [module docs](self)).
-pub(crate) trait Lanes: Copy {
+/// The IEEE operations of the gate math, per lane of a vector of `f32` (see the
+/// [module docs](self)); [`Lanes`] and [`Wide`] add their loads and stores.
+pub(crate) trait Arith: Copy {
     /// All lanes `v`.
     fn splat(v: f32) -> Self;
-    /// Loads eight values.
-    fn load(src: &[f32; 8]) -> Self;
-    /// Stores eight values.
-    fn store(self, dst: &mut [f32; 8]);
     /// `self + b`.
     fn add(self, b: Self) -> Self;
     /// `self - b`.
@@ -64,33 +63,33 @@ pub(crate) trait Lanes: Copy {
     fn round_even(self) -> Self;
     /// `2^n` for lanes holding integral `n` in `-126..=127`.
     fn pow2i(self) -> Self;
-    /// Clears the sign bit.
-    fn abs(self) -> Self;
     /// Flips the sign bit.
     fn neg(self) -> Self;
-    /// `self` with the sign bit of `sign` or-ed in (`self` must be non-negative).
-    fn or_sign_of(self, sign: Self) -> Self;
-    /// Per lane: `self < limit ? then : other` (false for NaN).
-    fn select_lt(self, limit: Self, then: Self, other: Self) -> Self;
+}
+
+/// Eight `f32` lanes (see the [module docs](self)): the projection's input rows.
+pub(crate) trait Lanes: Arith {
+    /// Loads eight values.
+    fn load(src: &[f32; 8]) -> Self;
+    /// Stores eight values.
+    fn store(self, dst: &mut [f32; 8]);
     /// Hints that the cache line holding `src[0]` will be read soon (changes no value; the
     /// portable path does nothing).
     #[inline(always)]
     fn prefetch(_src: &[f32]) {}
 }
 
-/// Sixteen `f32` lanes, one row of a 16-column weight strip: the only operations the
-/// projection and the recurrent product need (see the [module docs](self)). Lane `l` is
-/// always column `l` of the strip, so a wider or narrower implementation never changes which
-/// values one lane's FMA chain combines.
-pub(crate) trait Wide: Copy {
-    /// All lanes `v`.
-    fn splat(v: f32) -> Self;
+/// Sixteen `f32` lanes: one row of a 16-column weight strip in the projection and the
+/// recurrent product (lane `l` is always column `l` of the strip, so a wider or narrower
+/// implementation never changes which values one lane's FMA chain combines), and sixteen units
+/// of the gate math (two panels' gates, [`Wide::load_halves`]).
+pub(crate) trait Wide: Arith {
     /// Loads sixteen values.
     fn load(src: &[f32; 16]) -> Self;
+    /// Loads lanes 0..8 from `lo` and 8..16 from `hi`.
+    fn load_halves(lo: &[f32; 8], hi: &[f32; 8]) -> Self;
     /// Stores sixteen values.
     fn store(self, dst: &mut [f32; 16]);
-    /// `self * b + c` per lane with one rounding.
-    fn mul_add(self, b: Self, c: Self) -> Self;
     /// Hints that the 64-byte line holding `src` will be read soon, into L1 (changes no
     /// value; only the 512-bit build does anything).
     #[inline(always)]
@@ -98,15 +97,61 @@ pub(crate) trait Wide: Copy {
 }
 
 /// Two eight-lane vectors as one [`Wide`] (lanes 0..8 in the first): the 256-bit and portable
-/// paths' strip rows, the same operations as before [`Wide`] existed.
+/// paths' strip rows and gate math, every operation on both halves.
 #[derive(Clone, Copy)]
 pub(crate) struct Pair<V>([V; 2]);
 
-impl<V: Lanes> Wide for Pair<V> {
+impl<V: Lanes> Arith for Pair<V> {
     #[inline(always)]
     fn splat(v: f32) -> Self {
         Pair([V::splat(v); 2])
     }
+    #[inline(always)]
+    fn add(self, b: Self) -> Self {
+        Pair([self.0[0].add(b.0[0]), self.0[1].add(b.0[1])])
+    }
+    #[inline(always)]
+    fn sub(self, b: Self) -> Self {
+        Pair([self.0[0].sub(b.0[0]), self.0[1].sub(b.0[1])])
+    }
+    #[inline(always)]
+    fn mul(self, b: Self) -> Self {
+        Pair([self.0[0].mul(b.0[0]), self.0[1].mul(b.0[1])])
+    }
+    #[inline(always)]
+    fn div(self, b: Self) -> Self {
+        Pair([self.0[0].div(b.0[0]), self.0[1].div(b.0[1])])
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        Pair([
+            self.0[0].mul_add(b.0[0], c.0[0]),
+            self.0[1].mul_add(b.0[1], c.0[1]),
+        ])
+    }
+    #[inline(always)]
+    fn max_x86(self, b: Self) -> Self {
+        Pair([self.0[0].max_x86(b.0[0]), self.0[1].max_x86(b.0[1])])
+    }
+    #[inline(always)]
+    fn min_x86(self, b: Self) -> Self {
+        Pair([self.0[0].min_x86(b.0[0]), self.0[1].min_x86(b.0[1])])
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        Pair([self.0[0].round_even(), self.0[1].round_even()])
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        Pair([self.0[0].pow2i(), self.0[1].pow2i()])
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        Pair([self.0[0].neg(), self.0[1].neg()])
+    }
+}
+
+impl<V: Lanes> Wide for Pair<V> {
     #[inline(always)]
     fn load(src: &[f32; 16]) -> Self {
         let (halves, _) = src.as_chunks::<8>();
@@ -117,19 +162,16 @@ impl<V: Lanes> Wide for Pair<V> {
         }
     }
     #[inline(always)]
+    fn load_halves(lo: &[f32; 8], hi: &[f32; 8]) -> Self {
+        Pair([V::load(lo), V::load(hi)])
+    }
+    #[inline(always)]
     fn store(self, dst: &mut [f32; 16]) {
         let (halves, _) = dst.as_chunks_mut::<8>();
         if let [lo, hi] = halves {
             self.0[0].store(lo);
             self.0[1].store(hi);
         }
-    }
-    #[inline(always)]
-    fn mul_add(self, b: Self, c: Self) -> Self {
-        Pair([
-            self.0[0].mul_add(b.0[0], c.0[0]),
-            self.0[1].mul_add(b.0[1], c.0[1]),
-        ])
     }
 }
 
@@ -146,7 +188,7 @@ impl<V: Lanes> Wide for Pair<V> {
 /// | `portable` | nothing | `f32::mul_add` | scalar |
 /// | `avx2` | AVX2, FMA | 256-bit, 16 registers | 256-bit |
 /// | `avx512vl` | the above, AVX-512F, AVX-512VL | 256-bit, 32 registers | 256-bit |
-/// | `avx512` | the same | 512-bit (`zmm`) | 256-bit, 32 registers |
+/// | `avx512` | the same | 512-bit (`zmm`) | 512-bit |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Isa(IsaKind);
 
@@ -551,10 +593,10 @@ pub(crate) fn recurrence(
     }
 }
 
-/// The gate functions over eight lanes with `isa`'s kernels, for tests: `out[0]` sigmoid,
-/// `out[1]` tanh, `out[2]` exp of `x`.
+/// The cell and exponential functions over sixteen lanes with `isa`'s kernels, for tests:
+/// from `x = [a_i, a_f, a_g, a_o, c]`, `[c', h, e^x[0], e^x[0] - 1]` (`kernels::eval_math`).
 #[cfg(test)]
-pub(crate) fn eval_math(isa: Isa, x: &[f32; 8]) -> [[f32; 8]; 3] {
+pub(crate) fn eval_math(isa: Isa, x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
     match isa.0 {
         IsaKind::Portable => portable::eval_math(x),
         #[cfg(target_arch = "x86_64")]

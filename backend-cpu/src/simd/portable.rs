@@ -2,7 +2,7 @@
 //! scalar operation that matches the AVX2 instruction bit for bit (`f32::mul_add` for FMA).
 
 use super::kernels::{self, Projection, Recurrence, State};
-use super::{Lanes, Pair, SingleTile};
+use super::{Arith, Lanes, Pair, SingleTile};
 
 /// Eight lanes in an array.
 #[derive(Clone, Copy)]
@@ -26,18 +26,10 @@ impl P8 {
 
 const SIGN: u32 = 0x8000_0000;
 
-impl Lanes for P8 {
+impl Arith for P8 {
     #[inline(always)]
     fn splat(v: f32) -> Self {
         P8([v; 8])
-    }
-    #[inline(always)]
-    fn load(src: &[f32; 8]) -> Self {
-        P8(*src)
-    }
-    #[inline(always)]
-    fn store(self, dst: &mut [f32; 8]) {
-        *dst = self.0;
     }
     #[inline(always)]
     fn add(self, b: Self) -> Self {
@@ -80,28 +72,19 @@ impl Lanes for P8 {
         self.map(|n| f32::from_bits(((n as i32 + 127) as u32) << 23))
     }
     #[inline(always)]
-    fn abs(self) -> Self {
-        self.map(|x| f32::from_bits(x.to_bits() & !SIGN))
-    }
-    #[inline(always)]
     fn neg(self) -> Self {
         self.map(|x| f32::from_bits(x.to_bits() ^ SIGN))
     }
+}
+
+impl Lanes for P8 {
     #[inline(always)]
-    fn or_sign_of(self, sign: Self) -> Self {
-        self.zip(sign, |x, s| {
-            f32::from_bits(x.to_bits() | (s.to_bits() & SIGN))
-        })
+    fn load(src: &[f32; 8]) -> Self {
+        P8(*src)
     }
     #[inline(always)]
-    fn select_lt(self, limit: Self, then: Self, other: Self) -> Self {
-        let mut out = other.0;
-        for (((o, &x), &l), &t) in out.iter_mut().zip(&self.0).zip(&limit.0).zip(&then.0) {
-            if x < l {
-                *o = t;
-            }
-        }
-        P8(out)
+    fn store(self, dst: &mut [f32; 8]) {
+        *dst = self.0;
     }
 }
 
@@ -112,13 +95,13 @@ pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
 
 /// [`kernels::recurrence`] with [`P8`].
 pub(super) fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-    kernels::recurrence::<P8, Pair<P8>, 6, 1, 4, 2, 1>(args, state, SingleTile::Strips128);
+    kernels::recurrence::<Pair<P8>, 6, 1, 4, 2, 1>(args, state, SingleTile::Strips128);
 }
 
-/// The gate functions with [`P8`] (tests).
+/// The cell and exponential functions with [`P8`] (tests).
 #[cfg(test)]
-pub(super) fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
-    kernels::eval_math::<P8>(x)
+pub(super) fn eval_math(x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
+    kernels::eval_math::<Pair<P8>>(x)
 }
 
 /// [`kernels::project_tiled`] on [`P8`] pairs: the AVX-512F kernels' tiling (any variant),
@@ -131,5 +114,5 @@ pub(crate) fn project_zmm_tiles(tiles: super::Tiles, args: &Projection<'_>, out:
 /// [`kernels::recurrence_tiled`] on [`P8`] pairs (tests).
 #[cfg(test)]
 pub(crate) fn recurrence_zmm_tiles(tiles: super::Tiles, args: &Recurrence<'_>, state: State<'_>) {
-    kernels::recurrence_tiled::<P8, Pair<P8>>(tiles, args, state);
+    kernels::recurrence_tiled::<Pair<P8>>(tiles, args, state);
 }

@@ -15,17 +15,20 @@
 //! no calls to `{{closure}}` symbols.
 
 use std::arch::x86_64::{
-    __m256, __m512, _CMP_LT_OQ, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T0,
-    _MM_HINT_T2, _mm_prefetch, _mm256_add_epi32, _mm256_add_ps, _mm256_and_ps, _mm256_andnot_ps,
-    _mm256_blendv_ps, _mm256_castsi256_ps, _mm256_cmp_ps, _mm256_cvtps_epi32, _mm256_div_ps,
-    _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_or_ps,
-    _mm256_round_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_slli_epi32, _mm256_storeu_ps,
-    _mm256_sub_ps, _mm256_xor_ps, _mm512_fmadd_ps, _mm512_loadu_ps, _mm512_set1_ps,
-    _mm512_storeu_ps,
+    __m256, __m512, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT, _MM_HINT_T0, _MM_HINT_T2,
+    _mm_prefetch, _mm256_add_epi32, _mm256_add_ps, _mm256_castps_pd, _mm256_castsi256_ps,
+    _mm256_cvtps_epi32, _mm256_div_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_max_ps,
+    _mm256_min_ps, _mm256_mul_ps, _mm256_round_ps, _mm256_set1_epi32, _mm256_set1_ps,
+    _mm256_slli_epi32, _mm256_storeu_ps, _mm256_sub_ps, _mm256_xor_ps, _mm512_add_epi32,
+    _mm512_add_ps, _mm512_castpd_ps, _mm512_castps_pd, _mm512_castps_si512, _mm512_castps256_ps512,
+    _mm512_castsi512_ps, _mm512_cvtps_epi32, _mm512_div_ps, _mm512_fmadd_ps, _mm512_insertf64x4,
+    _mm512_loadu_ps, _mm512_max_ps, _mm512_min_ps, _mm512_mul_ps, _mm512_roundscale_ps,
+    _mm512_set1_epi32, _mm512_set1_ps, _mm512_slli_epi32, _mm512_storeu_ps, _mm512_sub_ps,
+    _mm512_xor_si512,
 };
 
 use super::kernels::{self, Projection, Recurrence, State};
-use super::{Lanes, Pair, ProjectTile, SingleTile, Tiles, Wide};
+use super::{Arith, Lanes, Pair, ProjectTile, SingleTile, Tiles, Wide};
 
 /// Eight lanes in a `__m256`.
 #[derive(Clone, Copy)]
@@ -38,21 +41,11 @@ const SIGN: f32 = -0.0;
 // FMA), which are called only after `Isa::detect` found their features (`CpuBackend::new`).
 // The prefetch hint is SSE (part of x86_64) and cannot fault. Loads and stores
 // go through `&[f32; 8]`/`&mut [f32; 8]`, so the 32 bytes are in bounds (unaligned access).
-impl Lanes for A8 {
+impl Arith for A8 {
     #[inline(always)]
     fn splat(v: f32) -> Self {
         // SAFETY: see the impl comment (AVX detected).
         A8(unsafe { _mm256_set1_ps(v) })
-    }
-    #[inline(always)]
-    fn load(src: &[f32; 8]) -> Self {
-        // SAFETY: AVX detected (impl comment); `src` is 8 readable f32.
-        A8(unsafe { _mm256_loadu_ps(src.as_ptr()) })
-    }
-    #[inline(always)]
-    fn store(self, dst: &mut [f32; 8]) {
-        // SAFETY: AVX detected (impl comment); `dst` is 8 writable f32.
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), self.0) }
     }
     #[inline(always)]
     fn add(self, b: Self) -> Self {
@@ -104,27 +97,23 @@ impl Lanes for A8 {
         })
     }
     #[inline(always)]
-    fn abs(self) -> Self {
-        // SAFETY: AVX detected (impl comment).
-        A8(unsafe { _mm256_andnot_ps(_mm256_set1_ps(SIGN), self.0) })
-    }
-    #[inline(always)]
     fn neg(self) -> Self {
         // SAFETY: AVX detected (impl comment).
         A8(unsafe { _mm256_xor_ps(self.0, _mm256_set1_ps(SIGN)) })
     }
+}
+
+// SAFETY: as for `Arith for A8` above.
+impl Lanes for A8 {
     #[inline(always)]
-    fn or_sign_of(self, sign: Self) -> Self {
-        // SAFETY: AVX detected (impl comment).
-        A8(unsafe { _mm256_or_ps(self.0, _mm256_and_ps(sign.0, _mm256_set1_ps(SIGN))) })
+    fn load(src: &[f32; 8]) -> Self {
+        // SAFETY: AVX detected (impl comment); `src` is 8 readable f32.
+        A8(unsafe { _mm256_loadu_ps(src.as_ptr()) })
     }
     #[inline(always)]
-    fn select_lt(self, limit: Self, then: Self, other: Self) -> Self {
-        // SAFETY: AVX detected (impl comment).
-        A8(unsafe {
-            let mask = _mm256_cmp_ps::<_CMP_LT_OQ>(self.0, limit.0);
-            _mm256_blendv_ps(other.0, then.0, mask)
-        })
+    fn store(self, dst: &mut [f32; 8]) {
+        // SAFETY: AVX detected (impl comment); `dst` is 8 writable f32.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), self.0) }
     }
     #[inline(always)]
     fn prefetch(src: &[f32]) {
@@ -145,27 +134,99 @@ struct A16(__m512);
 // which are called only after `Isa::detect` found AVX-512F (`CpuBackend::new`). Loads and
 // stores go through `&[f32; 16]`/`&mut [f32; 16]`, so the 64 bytes are in bounds (unaligned
 // access).
-impl Wide for A16 {
+impl Arith for A16 {
     #[inline(always)]
     fn splat(v: f32) -> Self {
         // SAFETY: AVX-512F detected (impl comment).
         A16(unsafe { _mm512_set1_ps(v) })
     }
     #[inline(always)]
-    fn load(src: &[f32; 16]) -> Self {
-        // SAFETY: AVX-512F detected (impl comment); `src` is 16 readable f32.
-        A16(unsafe { _mm512_loadu_ps(src.as_ptr()) })
+    fn add(self, b: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment).
+        A16(unsafe { _mm512_add_ps(self.0, b.0) })
     }
     #[inline(always)]
-    fn store(self, dst: &mut [f32; 16]) {
-        // SAFETY: AVX-512F detected (impl comment); `dst` is 16 writable f32.
-        unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), self.0) }
+    fn sub(self, b: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment).
+        A16(unsafe { _mm512_sub_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn mul(self, b: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment).
+        A16(unsafe { _mm512_mul_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn div(self, b: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment).
+        A16(unsafe { _mm512_div_ps(self.0, b.0) })
     }
     #[inline(always)]
     fn mul_add(self, b: Self, c: Self) -> Self {
         // SAFETY: AVX-512F detected (impl comment). `vfmadd*ps` on a `zmm` rounds each lane's
         // `self * b + c` once, exactly as on a `ymm`.
         A16(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
+    }
+    #[inline(always)]
+    fn max_x86(self, b: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment). `vmaxps` on a `zmm` takes the second
+        // operand where either is NaN, as on a `ymm`.
+        A16(unsafe { _mm512_max_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn min_x86(self, b: Self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment); NaN rule as `max_x86`.
+        A16(unsafe { _mm512_min_ps(self.0, b.0) })
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment). `vrndscaleps` with scale 0 and
+        // round-to-nearest is `vroundps`' round-to-nearest-even.
+        A16(unsafe {
+            _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0)
+        })
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment); the same integer steps as `A8::pow2i`.
+        A16(unsafe {
+            let n = _mm512_cvtps_epi32(self.0);
+            let biased = _mm512_add_epi32(n, _mm512_set1_epi32(127));
+            _mm512_castsi512_ps(_mm512_slli_epi32::<23>(biased))
+        })
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        // SAFETY: AVX-512F detected (impl comment). `vpxord` (AVX-512F) flips the sign bits.
+        A16(unsafe {
+            _mm512_castsi512_ps(_mm512_xor_si512(
+                _mm512_castps_si512(self.0),
+                _mm512_set1_epi32(i32::MIN),
+            ))
+        })
+    }
+}
+
+// SAFETY: as for `Arith for A16` above.
+impl Wide for A16 {
+    #[inline(always)]
+    fn load(src: &[f32; 16]) -> Self {
+        // SAFETY: AVX-512F detected (impl comment); `src` is 16 readable f32.
+        A16(unsafe { _mm512_loadu_ps(src.as_ptr()) })
+    }
+    #[inline(always)]
+    fn load_halves(lo: &[f32; 8], hi: &[f32; 8]) -> Self {
+        // SAFETY: AVX-512F detected (impl comment); `lo` and `hi` are 8 readable f32 each.
+        // `vinsertf64x4` (AVX-512F) moves bits, so the lanes are the loaded values.
+        A16(unsafe {
+            let lo = _mm512_castps256_ps512(_mm256_loadu_ps(lo.as_ptr()));
+            let hi = _mm256_castps_pd(_mm256_loadu_ps(hi.as_ptr()));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(_mm512_castps_pd(lo), hi))
+        })
+    }
+    #[inline(always)]
+    fn store(self, dst: &mut [f32; 16]) {
+        // SAFETY: AVX-512F detected (impl comment); `dst` is 16 writable f32.
+        unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), self.0) }
     }
     #[inline(always)]
     fn prefetch_l1(src: &[f32; 16]) {
@@ -208,21 +269,21 @@ macro_rules! entry_points {
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
             pub(in crate::simd) unsafe fn recurrence(args: &Recurrence<'_>, state: State<'_>) {
-                kernels::recurrence::<A8, $wide, 6, { $s6 }, { $s1 }, { $s2 }, { $s3 }>(
+                kernels::recurrence::<$wide, 6, { $s6 }, { $s1 }, { $s2 }, { $s3 }>(
                     args,
                     state,
                     SingleTile::Strips128,
                 );
             }
 
-            /// The gate functions with [`A8`] (tests).
+            /// The cell and exponential functions with [`A8`] (tests).
             ///
             /// # Safety
             #[doc = concat!("The CPU must support ", $what, ".")]
             #[cfg(test)]
             #[target_feature(enable = $features)]
-            pub(in crate::simd) unsafe fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
-                kernels::eval_math::<A8>(x)
+            pub(in crate::simd) unsafe fn eval_math(x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
+                kernels::eval_math::<$wide>(x)
             }
         }
     };
@@ -247,8 +308,9 @@ entry_points!(
     [2, 4, 2, 1]
 );
 // The 512-bit kernels: one `zmm` per 16-column strip row in the projection and the recurrent
-// product (the gate math stays on 8 lanes, as the AVX-512VL build, since a panel's gate is 8
-// units), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`; `Tiles::default()` is the
+// product, and one `zmm` per two 8-unit panels in the gate math (its five exponentials and two
+// divisions a unit on 16 lanes: 0.16-0.21 ms a layer-direction and window against 0.24-0.32
+// on 8 lanes, Xeon development machine, session 12, `bench/NOTES.md`), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`; `Tiles::default()` is the
 // measured best: projection 6 rows x 4 strips, recurrent product 8 windows x 2 strips, one
 // window from R repacked as one sequential stream with prefetches, 64-byte-aligned buffers).
 // Lanes are columns, so each column's FMA chain is the one every other build computes, whatever
@@ -271,7 +333,7 @@ pub(super) mod zmm {
         kernels::project_tiled::<A8, A16>(tile, args, out);
     }
 
-    /// [`kernels::recurrence_tiled`] with [`A8`] and [`A16`] strip rows.
+    /// [`kernels::recurrence_tiled`] with [`A16`] strip rows and gate math.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL (callers hold an `Isa` from
@@ -282,16 +344,16 @@ pub(super) mod zmm {
         args: &Recurrence<'_>,
         state: State<'_>,
     ) {
-        kernels::recurrence_tiled::<A8, A16>(tiles, args, state);
+        kernels::recurrence_tiled::<A16>(tiles, args, state);
     }
 
-    /// The gate functions with [`A8`] (tests).
+    /// The cell and exponential functions with [`A8`] (tests).
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL.
     #[cfg(test)]
     #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-    pub(in crate::simd) unsafe fn eval_math(x: &[f32; 8]) -> [[f32; 8]; 3] {
-        kernels::eval_math::<A8>(x)
+    pub(in crate::simd) unsafe fn eval_math(x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
+        kernels::eval_math::<A16>(x)
     }
 }
