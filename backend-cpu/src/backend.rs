@@ -129,6 +129,9 @@ struct DirectionScratch {
     h: Vec<f32>,
     /// Running cell state `[max_batch, H]`.
     c: Vec<f32>,
+    /// The projection's packed input rows ([`kernels::panel_len`] of the widest layer input),
+    /// lent to the thread that runs the job.
+    panel: Vec<f32>,
 }
 
 /// Everything a forward needs, built by `prepare`.
@@ -315,6 +318,10 @@ impl CpuBackend {
                 checked_mul(max_batch, shape.hidden, "cell state")?,
                 "cell state",
             )?,
+            panel: zeroed(
+                kernels::panel_len(shape.features.max(2 * shape.hidden)),
+                "projection panel",
+            )?,
         })
     }
 }
@@ -372,6 +379,14 @@ impl DirectionJob<'_> {
     /// window), then the recurrence steps over those frames. Each value's arithmetic is the
     /// same as unchunked (chunking only reorders whole values), so the bits do not depend on it.
     fn run(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
+        // This thread projects with the job's own panel (allocated at prepare).
+        let previous = kernels::lend_panel(std::mem::take(&mut scratch.panel));
+        self.run_chunks(scratch, hseq);
+        scratch.panel = kernels::lend_panel(previous);
+    }
+
+    /// [`DirectionJob::run`]'s work, chunk by chunk.
+    fn run_chunks(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
         let frames = self.shape.frames;
         let rows = self.batch * frames;
         let cols = self.shape.gate_rows();

@@ -184,9 +184,28 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
 }
 
 thread_local! {
-    /// Each thread's packed input rows of [`project`]'s current block (grown once to the
-    /// largest block it met, then reused; nothing in it outlives a call).
+    /// Each thread's packed input rows of [`project`]'s current block (grown to the largest
+    /// block it met when too short, then reused; nothing in it outlives a call). The backend
+    /// lends each direction job a panel allocated at prepare ([`lend_panel`]), so a forward
+    /// allocates none, even on a worker thread spawned for one layer.
     static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The most rows a projection register tile has (the 512-bit build's 12-row tile).
+const MAX_TILE_ROWS: usize = 12;
+
+/// Values a projection panel needs for inputs of up to `width` columns with any tile: with
+/// that many, [`project`] never grows it.
+pub(crate) fn panel_len(width: usize) -> usize {
+    BLOCK_TILES
+        .saturating_mul(MAX_TILE_ROWS)
+        .saturating_mul(width)
+}
+
+/// Makes `panel` this thread's projection panel and returns the one it had (lend a panel at
+/// a job's start, take it back at its end with the returned one).
+pub(crate) fn lend_panel(panel: Vec<f32>) -> Vec<f32> {
+    PANEL.with(|cell| cell.replace(panel))
 }
 
 /// Packs `MR` input rows from `row` (both parts, part 0's columns first, so `k` runs as in

@@ -10,7 +10,7 @@
 //! - [`cell_n`] writes `σ(a) = 1 / (1 + e^-a)` and `tanh(x) = -(e^(-2x) - 1) / (2 + (e^(-2x)
 //!   - 1))` over common denominators, so a unit's step takes five exponentials and two
 //!   divisions (the first CPU kernels took five divisions: on the Xeon development machine the
-//!   gate math then took 0.24-0.29 ms a layer-direction and window, against 0.16-0.21 with
+//!   gate math then took 0.24-0.32 ms a layer-direction and window, against 0.15-0.21 with
 //!   this form on 16 lanes, `bench/NOTES.md` session 12). `c'` is within 3.1e-7 of
 //!   `|σ(a_f)·c| + |σ(a_i)·tanh(a_g)|` and `h` within 2.1e-7 of `σ(a_o)` plus what `c'`'s
 //!   error moves it (bounds tested: 4e-7, 3e-7; `cell_errors`).

@@ -309,7 +309,7 @@ entry_points!(
 );
 // The 512-bit kernels: one `zmm` per 16-column strip row in the projection and the recurrent
 // product, and one `zmm` per two 8-unit panels in the gate math (its five exponentials and two
-// divisions a unit on 16 lanes: 0.16-0.21 ms a layer-direction and window against 0.24-0.32
+// divisions a unit on 16 lanes: 0.15-0.21 ms a layer-direction and window against 0.24-0.32
 // on 8 lanes, Xeon development machine, session 12, `bench/NOTES.md`), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`; `Tiles::default()` is the
 // measured best: projection 6 rows x 4 strips, recurrent product 8 windows x 2 strips, one
 // window from R repacked as one sequential stream with prefetches, 64-byte-aligned buffers).
