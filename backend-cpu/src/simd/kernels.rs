@@ -215,14 +215,22 @@ pub(crate) fn lend_panel(panel: Vec<f32>) -> Vec<f32> {
 fn pack_rows<const MR: usize>(p: &Projection<'_>, row: usize, panel: &mut [f32]) {
     let mut k0 = 0;
     for (x, &pw) in p.x.iter().zip(&p.widths) {
-        for i in 0..MR {
-            let Some(src) = x.get((row + i) * pw..(row + i + 1) * pw) else {
-                continue;
-            };
-            for (k, &v) in src.iter().enumerate() {
-                if let Some(d) = panel.get_mut((k0 + k) * MR + i) {
-                    *d = v;
-                }
+        let Some(src) = x.get(row * pw..(row + MR) * pw) else {
+            k0 += pw;
+            continue;
+        };
+        let rows: [&[f32]; MR] = std::array::from_fn(|i| &src[i * pw..(i + 1) * pw]);
+        let Some(dst) = panel.get_mut(k0 * MR..(k0 + pw) * MR) else {
+            return;
+        };
+        // k outer, rows inner: contiguous writes. Row by row, the writes of stride MR compiled
+        // to `vscatterqps` in the 512-bit build: 2.4 % of `project`'s samples at batch 32 on the
+        // Xeon development machine (session 12), and `project` / `recurrence` samples 1.320
+        // against 1.260 this way (`perf record`, one thread, `bilstm bench --batches 32`).
+        let (dst, _) = dst.as_chunks_mut::<MR>();
+        for (k, d) in dst.iter_mut().enumerate() {
+            for (i, v) in d.iter_mut().enumerate() {
+                *v = rows[i][k];
             }
         }
         k0 += pw;
