@@ -129,8 +129,8 @@ struct DirectionScratch {
     h: Vec<f32>,
     /// Running cell state `[max_batch, H]`.
     c: Vec<f32>,
-    /// The projection's packed input rows ([`kernels::panel_len`] of the widest layer input),
-    /// lent to the thread that runs the job.
+    /// The projection's packed input rows ([`kernels::panel_len`] of the widest layer input,
+    /// so a forward never grows it).
     panel: Vec<f32>,
 }
 
@@ -379,14 +379,6 @@ impl DirectionJob<'_> {
     /// window), then the recurrence steps over those frames. Each value's arithmetic is the
     /// same as unchunked (chunking only reorders whole values), so the bits do not depend on it.
     fn run(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
-        // This thread projects with the job's own panel (allocated at prepare).
-        let previous = kernels::lend_panel(std::mem::take(&mut scratch.panel));
-        self.run_chunks(scratch, hseq);
-        scratch.panel = kernels::lend_panel(previous);
-    }
-
-    /// [`DirectionJob::run`]'s work, chunk by chunk.
-    fn run_chunks(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
         let frames = self.shape.frames;
         let rows = self.batch * frames;
         let cols = self.shape.gate_rows();
@@ -420,6 +412,7 @@ impl DirectionJob<'_> {
                     strips: self.packed.input_strips.as_slice(),
                 },
                 &mut scratch.gates.as_mut_slice()[..self.batch * held * cols],
+                &mut scratch.panel,
             );
             simd::recurrence(
                 self.isa,

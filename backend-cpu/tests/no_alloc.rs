@@ -1,7 +1,7 @@
 //! The `Backend` contract's "a forward allocates nothing" on the CPU backend with one thread:
 //! a counting global allocator sees no allocation during `forward` and `forward_with_state`,
-//! from the first call on (the projection's packed-row panel is allocated at prepare and lent
-//! to the thread that runs each direction job). With two threads a forward spawns one scoped
+//! from the first call on (the projection's packed-row panel of each direction is allocated
+//! at prepare and handed to the projection with the rest of the direction's scratch). With two threads a forward spawns one scoped
 //! worker per layer, and spawning a thread allocates, so only one thread is checked.
 //!
 //! The only test in this binary: the allocator counts every thread's allocations.

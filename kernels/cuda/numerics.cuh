@@ -110,11 +110,12 @@ __device__ __forceinline__ float bl_expf(float x) {
 // the result is +0):
 // - bl_sigmoid (z = 1 + e^-x, up to 1 + e^88 = 1.65e38 > 2^126): sigmoid(x) is +0 where the
 //   non-ftz form gave a subnormal (x below about -87.34), the only inputs where its bits differ
-//   from the non-ftz reciprocal's (backend-cuda/tests/gpu_numerics.rs sweeps all 2^32 floats);
-//   the CPU backend's saturated sigmoid is exactly 0 there too. Session 11 (H200, call 3, FP32
-//   whole forward, 3 rounds against the non-ftz form in the same call): batch 1024 31.39 /
-//   31.34 / 31.42 ms against 31.91 / 31.83 / 31.87, batch 256 7.91 against 8.05 (the non-ftz
-//   estimate's two compares, two selects and two multiplies in each of 6 sigmoids a step).
+//   from the non-ftz reciprocal's (backend-cuda/tests/gpu_numerics.rs sweeps all 2^32 floats;
+//   the CPU backend's saturated sigmoid is 1.4e-11 since session 12, its own clamp). Session 11
+//   (H200, call 3, FP32 whole forward, 3 rounds against the non-ftz form in the same call):
+//   batch 1024 31.39 / 31.34 / 31.42 ms against 31.91 / 31.83 / 31.87, batch 256 7.91 against
+//   8.05 (the non-ftz estimate's two compares, two selects and two multiplies in each of 6
+//   sigmoids a step).
 // - bl_tanhf uses r in fma(-2, r, 1), and 2r < 2^-125 is far below half an ulp of 1 (2^-24), so
 //   1 - 2r rounds to 1.0 whether r is the subnormal or 0: no bit differs.
 // - z is never subnormal here (z >= 1 in bl_sigmoid, z = e^(2|x|) + 1 >= 2 in bl_tanhf).

@@ -11,7 +11,8 @@
 //! - Recurrent weights: `cols / 16` strips `[H][16]` (8 KiB each, contiguous;
 //!   a step streams R from L2 in long sequential runs).
 //! - Projection inputs: each L2 block's full register tiles of rows are packed once per call
-//!   into a per-thread panel (`[K][rows of the tile]`), which every strip then reads.
+//!   into the caller's panel (`[K][rows of the tile]`; the backend's, one a direction, is
+//!   allocated at prepare), which every strip then reads.
 //!
 //! # Numerics (fixed: the CPU backend's bits depend on it)
 //! Every projection value is one FMA chain in ascending `k` starting from `0.0`; every gate
@@ -24,7 +25,6 @@
 
 use super::math::cell_n;
 use super::{Lanes, ProjectTile, RecurrentTile, SingleTile, Tiles, Wide};
-use std::cell::RefCell;
 
 /// Hidden units per direction (the only size core accepts).
 pub(crate) const H: usize = 128;
@@ -88,12 +88,14 @@ pub(crate) struct Projection<'a> {
 
 /// Runs a [`Projection`]: row `r` of group `g` goes to row `g * out_stride + r` of `out`
 /// (`[_, COLS]`, panel order). The register tile is `MR` rows x `NS` strips of `W` (`NS` divides
-/// the 32 strips; a remainder of 6 rows or more takes 6-row tiles first). Wrong lengths write
-/// nothing (the caller sizes everything; debug builds assert).
+/// the 32 strips; a remainder of 6 rows or more takes 6-row tiles first). `panel` is scratch
+/// for the packed input rows ([`panel_len`] values never grow). Wrong lengths write nothing
+/// (the caller sizes everything; debug builds assert).
 #[inline(always)]
 pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
     p: &Projection<'_>,
     out: &mut [f32],
+    panel: &mut Vec<f32>,
 ) {
     let (rows, groups, stride, out_stride) = (p.rows, p.groups, p.group_stride, p.out_stride);
     if groups == 0 || rows == 0 {
@@ -113,9 +115,10 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
         return;
     }
     let (strip_rows, _) = p.strips[..COLS * width].as_chunks::<STRIP_COLS>();
-    // The block's full MR-row tiles, packed once (at the first strip) and read by every strip;
-    // without room for them (an allocation refused) the tiles read the rows in place.
-    let mut panel = PANEL.with(RefCell::take);
+    // The block's full MR-row tiles, packed once (at the first strip) into `panel` and read by
+    // every strip; a panel shorter than `panel_len` grows (the backend's, sized at prepare by
+    // [`panel_len`], never does), and without room for the rows (an allocation refused) the
+    // tiles read them in place.
     let panel_len = BLOCK_TILES * MR * width;
     let packed = panel.len() >= panel_len
         || panel
@@ -180,32 +183,17 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
             }
         }
     }
-    PANEL.with(|cell| cell.replace(panel));
-}
-
-thread_local! {
-    /// Each thread's packed input rows of [`project`]'s current block (grown to the largest
-    /// block it met when too short, then reused; nothing in it outlives a call). The backend
-    /// lends each direction job a panel allocated at prepare ([`lend_panel`]), so a forward
-    /// allocates none, even on a worker thread spawned for one layer.
-    static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The most rows a projection register tile has (the 512-bit build's 12-row tile).
 const MAX_TILE_ROWS: usize = 12;
 
-/// Values a projection panel needs for inputs of up to `width` columns with any tile: with
-/// that many, [`project`] never grows it.
+/// Values a projection panel ([`project`]'s `panel`) needs for inputs of up to `width` columns
+/// with any tile: with that many, [`project`] never grows it.
 pub(crate) fn panel_len(width: usize) -> usize {
     BLOCK_TILES
         .saturating_mul(MAX_TILE_ROWS)
         .saturating_mul(width)
-}
-
-/// Makes `panel` this thread's projection panel and returns the one it had (lend a panel at
-/// a job's start, take it back at its end with the returned one).
-pub(crate) fn lend_panel(panel: Vec<f32>) -> Vec<f32> {
-    PANEL.with(|cell| cell.replace(panel))
 }
 
 /// Packs `MR` input rows from `row` (both parts, part 0's columns first, so `k` runs as in
@@ -312,11 +300,12 @@ pub(crate) fn project_tiled<V: Lanes, W: Wide>(
     tile: ProjectTile,
     p: &Projection<'_>,
     out: &mut [f32],
+    panel: &mut Vec<f32>,
 ) {
     match tile {
-        ProjectTile::R6x32 => project::<V, W, 6, ZMM_PROJECT_STRIPS>(p, out),
-        ProjectTile::R12x32 => project::<V, W, 12, 2>(p, out),
-        ProjectTile::R6x64 => project::<V, W, 6, 4>(p, out),
+        ProjectTile::R6x32 => project::<V, W, 6, ZMM_PROJECT_STRIPS>(p, out, panel),
+        ProjectTile::R12x32 => project::<V, W, 12, 2>(p, out, panel),
+        ProjectTile::R6x64 => project::<V, W, 6, 4>(p, out, panel),
     }
 }
 
@@ -865,11 +854,13 @@ mod tests {
         all
     }
 
+    /// `path`'s projection with a panel of its own (empty: `project` grows it).
     fn project_with(path: Path, p: &Projection<'_>, out: &mut [f32]) {
+        let panel = &mut Vec::new();
         match path {
-            Path::Isa(isa) => simd::project(isa, Tiles::default(), p, out),
-            Path::Zmm(isa, tiles) => simd::project(isa, tiles, p, out),
-            Path::ZmmTiles(tiles) => simd::zmm_tiles::project(tiles, p, out),
+            Path::Isa(isa) => simd::project(isa, Tiles::default(), p, out, panel),
+            Path::Zmm(isa, tiles) => simd::project(isa, tiles, p, out, panel),
+            Path::ZmmTiles(tiles) => simd::zmm_tiles::project(tiles, p, out, panel),
         }
     }
 
@@ -1065,13 +1056,19 @@ mod tests {
                     strips: &strips,
                 };
                 let mut want = vec![f32::NAN; rows * COLS];
-                simd::project(Isa::portable(), Tiles::default(), &p, &mut want);
+                simd::project(
+                    Isa::portable(),
+                    Tiles::default(),
+                    &p,
+                    &mut want,
+                    &mut Vec::new(),
+                );
                 let isas = Isa::available().into_iter().map(|i| (i, Tiles::default()));
                 // Each projection tile (the other choices do not touch the projection).
                 let variants = Tiles::TOKENS[0].iter().filter_map(|t| Tiles::parse(t));
                 for (isa, tiles) in isas.chain(variants.map(|t| (zmm, t))) {
                     let mut got = vec![f32::NAN; rows * COLS];
-                    simd::project(isa, tiles, &p, &mut got);
+                    simd::project(isa, tiles, &p, &mut got, &mut Vec::new());
                     let same = got
                         .iter()
                         .zip(&want)
@@ -1160,6 +1157,8 @@ mod tests {
             let (strips, r_strips, seq) = (strips.as_slice(), r_strips.as_slice(), seq.as_slice());
             let mut gates_buf = copy(&gates);
             let gates = gates_buf.as_mut_slice();
+            // A panel as the backend's (allocated once, outside the timed calls).
+            let mut panel = vec![0.0f32; panel_len(256)];
             let mut proj = |width: usize| {
                 let p = Projection {
                     x: [&x[..FRAMES * width], &[]],
@@ -1170,7 +1169,7 @@ mod tests {
                     out_stride: FRAMES,
                     strips: &strips[..COLS * width],
                 };
-                best(|| simd::project(isa, tiles, &p, gates))
+                best(|| simd::project(isa, tiles, &p, gates, &mut panel))
             };
             let (p60, p256) = (proj(60), proj(256));
             let rec = Recurrence {
@@ -1274,6 +1273,7 @@ mod tests {
             for &chunk in &chunks {
                 let mut gates_buf = copy(&vec![0.0f32; batch * chunk * COLS]);
                 let gates = gates_buf.as_mut_slice();
+                let mut panel = vec![0.0f32; panel_len(K)];
                 let mut best = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
                 for _ in 0..3 {
                     let (mut tp, mut tr) = (0.0, 0.0);
@@ -1291,7 +1291,13 @@ mod tests {
                             out_stride: held,
                             strips: sw.as_slice(),
                         };
-                        simd::project(isa, tiles, &p, &mut gates[..batch * held * COLS]);
+                        simd::project(
+                            isa,
+                            tiles,
+                            &p,
+                            &mut gates[..batch * held * COLS],
+                            &mut panel,
+                        );
                         tp += t.elapsed().as_secs_f64() * 1e3;
                         let t = Instant::now();
                         let rec = Recurrence {

@@ -549,21 +549,27 @@ impl fmt::Display for Tiles {
 /// The input projection (see [`kernels::project`]) with `isa`'s kernels.
 ///
 /// `tiles` picks the 512-bit build's register tile; the other builds have one each.
-pub(crate) fn project(isa: Isa, tiles: Tiles, args: &kernels::Projection<'_>, out: &mut [f32]) {
+pub(crate) fn project(
+    isa: Isa,
+    tiles: Tiles,
+    args: &kernels::Projection<'_>,
+    out: &mut [f32],
+    panel: &mut Vec<f32>,
+) {
     match isa.0 {
-        IsaKind::Portable => portable::project(args, out),
+        IsaKind::Portable => portable::project(args, out, panel),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `IsaKind::Avx2Fma` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2 and FMA on this CPU.
-        IsaKind::Avx2Fma => unsafe { x86::avx2::project(args, out) },
+        IsaKind::Avx2Fma => unsafe { x86::avx2::project(args, out, panel) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `IsaKind::Avx512Vl` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
-        IsaKind::Avx512Vl => unsafe { x86::avx512::project(args, out) },
+        IsaKind::Avx512Vl => unsafe { x86::avx512::project(args, out, panel) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
-        IsaKind::Avx512F => unsafe { x86::zmm::project(tiles.project, args, out) },
+        IsaKind::Avx512F => unsafe { x86::zmm::project(tiles.project, args, out, panel) },
     }
 }
 

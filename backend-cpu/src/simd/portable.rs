@@ -89,8 +89,8 @@ impl Lanes for P8 {
 }
 
 /// [`kernels::project`] with [`P8`].
-pub(super) fn project(args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project::<P8, Pair<P8>, 6, 1>(args, out);
+pub(super) fn project(args: &Projection<'_>, out: &mut [f32], panel: &mut Vec<f32>) {
+    kernels::project::<P8, Pair<P8>, 6, 1>(args, out, panel);
 }
 
 /// [`kernels::recurrence`] with [`P8`].
@@ -107,8 +107,13 @@ pub(super) fn eval_math(x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
 /// [`kernels::project_tiled`] on [`P8`] pairs: the AVX-512F kernels' tiling (any variant),
 /// testable on any host (tests).
 #[cfg(test)]
-pub(crate) fn project_zmm_tiles(tiles: super::Tiles, args: &Projection<'_>, out: &mut [f32]) {
-    kernels::project_tiled::<P8, Pair<P8>>(tiles.project, args, out);
+pub(crate) fn project_zmm_tiles(
+    tiles: super::Tiles,
+    args: &Projection<'_>,
+    out: &mut [f32],
+    panel: &mut Vec<f32>,
+) {
+    kernels::project_tiled::<P8, Pair<P8>>(tiles.project, args, out, panel);
 }
 
 /// [`kernels::recurrence_tiled`] on [`P8`] pairs (tests).

@@ -259,8 +259,12 @@ macro_rules! entry_points {
             /// # Safety
             #[doc = concat!("The CPU must support ", $what, " (callers hold an `Isa` from `Isa::detect` saying so).")]
             #[target_feature(enable = $features)]
-            pub(in crate::simd) unsafe fn project(args: &Projection<'_>, out: &mut [f32]) {
-                kernels::project::<A8, $wide, 6, { $strips }>(args, out);
+            pub(in crate::simd) unsafe fn project(
+                args: &Projection<'_>,
+                out: &mut [f32],
+                panel: &mut Vec<f32>,
+            ) {
+                kernels::project::<A8, $wide, 6, { $strips }>(args, out, panel);
             }
 
             /// [`kernels::recurrence`] with [`A8`] and the build's strip rows.
@@ -329,8 +333,9 @@ pub(super) mod zmm {
         tile: ProjectTile,
         args: &Projection<'_>,
         out: &mut [f32],
+        panel: &mut Vec<f32>,
     ) {
-        kernels::project_tiled::<A8, A16>(tile, args, out);
+        kernels::project_tiled::<A8, A16>(tile, args, out, panel);
     }
 
     /// [`kernels::recurrence_tiled`] with [`A16`] strip rows and gate math.
