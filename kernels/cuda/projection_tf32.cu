@@ -88,8 +88,7 @@ constexpr int BL_TF32_WARPS_M = BL_TF32_ROWS / BL_TF32_WS;
 constexpr int BL_TF32_WARPS_N = BL_TF32_COLS / BL_TF32_WS;
 constexpr int BL_TF32_MT = BL_TF32_WS / BL_MMA_M;  // mma tiles per warp, down
 constexpr int BL_TF32_NT = BL_TF32_WS / BL_MMA_N;  // mma tiles per warp, across
-constexpr int BL_TF32_VEC = BL_CP_VEC;             // floats per 16-byte cp.async chunk
-constexpr int BL_TF32_ROW_CHUNKS = BL_TF32_KT / BL_TF32_VEC;
+constexpr int BL_TF32_ROW_CHUNKS = BL_TF32_KT / BL_CP_VEC;
 constexpr int BL_TF32_A_CHUNKS = BL_TF32_ROWS * BL_TF32_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
 constexpr int BL_TF32_B_CHUNKS = BL_TF32_COLS * BL_TF32_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
 constexpr int BL_TF32_A_FLOATS = BL_TF32_ROWS * BL_TF32_LD;
@@ -101,8 +100,8 @@ static_assert(BL_TF32_WARPS_N * BL_TF32_WS == BL_TF32_COLS, "warp tiles cover th
 static_assert(BL_TF32_WARPS_M * BL_TF32_WARPS_N == BL_TF32_WARPS, "one warp tile per warp");
 static_assert(BL_TF32_WS % BL_MMA_M == 0 && BL_TF32_WS % BL_MMA_N == 0, "whole mma tiles");
 static_assert(BILSTM_GATE_ROWS % BL_TF32_COLS == 0, "whole column tiles");
-static_assert(BL_TF32_KT % BL_MMA_K == 0 && BL_TF32_KT % BL_TF32_VEC == 0, "whole K steps and chunks");
-static_assert(BL_TF32_LD >= BL_TF32_KT && BL_TF32_LD % BL_TF32_VEC == 0, "16-byte aligned shared rows");
+static_assert(BL_TF32_KT % BL_MMA_K == 0 && BL_TF32_KT % BL_CP_VEC == 0, "whole K steps and chunks");
+static_assert(BL_TF32_LD >= BL_TF32_KT && BL_TF32_LD % BL_CP_VEC == 0, "16-byte aligned shared rows");
 static_assert(BL_TF32_LD % 16 == 8, "an odd multiple of 8 floats: conflict-free 64-bit fragment loads");
 static_assert(BL_TF32_A_CHUNKS * BILSTM_BLOCK_THREADS == BL_TF32_ROWS * BL_TF32_ROW_CHUNKS, "A loads evenly");
 static_assert(BL_TF32_B_CHUNKS * BILSTM_BLOCK_THREADS == BL_TF32_COLS * BL_TF32_ROW_CHUNKS, "B loads evenly");
@@ -131,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
     const bl_u64 w_stride = p.weights_row_stride;
     // Every row of x starts 16-byte aligned: copy whole chunks (each wholly inside or outside
     // the row, since in_width is a multiple of 4).
-    const bool x_chunks = in_width % BL_TF32_VEC == 0 && ((bl_u64)x) % 16 == 0;
+    const bool x_chunks = in_width % BL_CP_VEC == 0 && ((bl_u64)x) % 16 == 0;
     const bl_u32 shared_base = bl_shared_address(bl_tf32_shared);
 
     // Starts the copy of the K tile at k0 into `stage` and commits it as one group.
@@ -144,10 +143,10 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
             const int e = tid + i * BILSTM_BLOCK_THREADS;
             const int col = e / BL_TF32_ROW_CHUNKS;
             const int c = e % BL_TF32_ROW_CHUNKS;
-            const bl_u32 k = k0 + c * BL_TF32_VEC;
-            const bl_u32 live = k < in_width ? min((bl_u32)BL_TF32_VEC, in_width - k) : 0u;
+            const bl_u32 k = k0 + c * BL_CP_VEC;
+            const bl_u32 live = k < in_width ? min((bl_u32)BL_CP_VEC, in_width - k) : 0u;
             const float* src = live != 0 ? w + (bl_u64)(n0 + col) * w_stride + k : w;
-            bl_cp_async_16(b_base + (bl_u32)((col * BL_TF32_LD + c * BL_TF32_VEC) * 4), src, live * 4);
+            bl_cp_async_16(b_base + (bl_u32)((col * BL_TF32_LD + c * BL_CP_VEC) * 4), src, live * 4);
         }
         bl_cp_async_commit();
     };
@@ -159,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
         for (int i = 0; i < BL_TF32_A_CHUNKS; ++i) {
             const int e = tid + i * BILSTM_BLOCK_THREADS;
             float4* v = reinterpret_cast<float4*>(a_s + (e / BL_TF32_ROW_CHUNKS) * BL_TF32_LD +
-                                                  (e % BL_TF32_ROW_CHUNKS) * BL_TF32_VEC);
+                                                  (e % BL_TF32_ROW_CHUNKS) * BL_CP_VEC);
             float4 q = *v;
             q.x = bl_tf32_rne(q.x);
             q.y = bl_tf32_rne(q.y);

@@ -101,7 +101,6 @@ constexpr int BL_X3_MMA_M = 16;
 constexpr int BL_X3_MMA_N = 8;
 constexpr int BL_X3_MMA_K = 8;
 constexpr int BL_X3_WARPS = BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS;
-constexpr int BL_X3_VEC = BL_CP_VEC;  // floats per 16-byte cp.async chunk
 
 static_assert(BILSTM_BLOCK_THREADS % BILSTM_WARP_THREADS == 0, "whole warps");
 
@@ -114,8 +113,8 @@ struct bl_x3_tile {
     static constexpr int WARPS_N = COLS / WN;
     static constexpr int MT = WM / BL_X3_MMA_M;  // mma tiles per warp, down
     static constexpr int NT = WN / BL_X3_MMA_N;  // mma tiles per warp, across
-    static constexpr int A_ROW_CHUNKS = KT / BL_X3_VEC;
-    static constexpr int B_ROW_CHUNKS = COLS / BL_X3_VEC;
+    static constexpr int A_ROW_CHUNKS = KT / BL_CP_VEC;
+    static constexpr int B_ROW_CHUNKS = COLS / BL_CP_VEC;
     static constexpr int A_CHUNKS = ROWS * A_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
     static constexpr int B_CHUNKS = KT * B_ROW_CHUNKS / BILSTM_BLOCK_THREADS;
     static constexpr int A_FLOATS = ROWS * LDA;
@@ -131,8 +130,8 @@ struct bl_x3_tile {
     static constexpr int A_ROW = LDA;
     static constexpr int B_ROW = LDB;
 
-    static_assert(KT % BL_X3_MMA_K == 0 && KT % BL_X3_VEC == 0, "whole K steps and chunks");
-    static_assert(LDA >= KT && LDA % BL_X3_VEC == 0, "16-byte aligned A rows");
+    static_assert(KT % BL_X3_MMA_K == 0 && KT % BL_CP_VEC == 0, "whole K steps and chunks");
+    static_assert(LDA >= KT && LDA % BL_CP_VEC == 0, "16-byte aligned A rows");
     static_assert(LDA % 16 == 8, "an odd multiple of 8 floats: conflict-free 64-bit A loads");
     static constexpr int STAGE_FLOATS = A_FLOATS + 2 * B_FLOATS;
 
@@ -141,7 +140,7 @@ struct bl_x3_tile {
     static_assert(WARPS_M * WARPS_N == BL_X3_WARPS, "one warp tile per warp");
     static_assert(WM % BL_X3_MMA_M == 0 && WN % BL_X3_MMA_N == 0, "whole mma tiles");
     static_assert(BILSTM_GATE_ROWS % COLS == 0, "whole column tiles");
-    static_assert(LDB >= COLS && LDB % BL_X3_VEC == 0, "16-byte aligned B rows");
+    static_assert(LDB >= COLS && LDB % BL_CP_VEC == 0, "16-byte aligned B rows");
     static_assert(LDB % 16 == 4 || LDB % 16 == 12, "k-pairs 8 banks apart: conflict-free B loads");
     static_assert(A_CHUNKS * BILSTM_BLOCK_THREADS == ROWS * A_ROW_CHUNKS, "A loads evenly");
     static_assert(B_CHUNKS * BILSTM_BLOCK_THREADS == KT * B_ROW_CHUNKS, "B loads evenly");
@@ -176,7 +175,7 @@ __device__ __forceinline__ void bl_projection_tf32x3(const bl_projection_params&
         (bl_u64)((in_width + BILSTM_K_PAD - 1) / BILSTM_K_PAD * BILSTM_K_PAD) * BILSTM_GATE_ROWS;
     // Every row of x starts 16-byte aligned: copy whole chunks (each wholly inside or outside
     // the row, since in_width is a multiple of 4).
-    const bool x_chunks = in_width % BL_X3_VEC == 0 && ((bl_u64)x) % 16 == 0;
+    const bool x_chunks = in_width % BL_CP_VEC == 0 && ((bl_u64)x) % 16 == 0;
     const bl_u32 shared_base = bl_shared_address(bl_x3_shared);
 
     // Starts the copy of the K tile at k0 into `stage` and commits it as one group.
@@ -192,8 +191,8 @@ __device__ __forceinline__ void bl_projection_tf32x3(const bl_projection_params&
             const int c = e % T::B_ROW_CHUNKS;
             const bl_u32 k = k0 + kr;
             const bool live = k < in_width;
-            const float* src = live ? w + (bl_u64)k * BILSTM_GATE_ROWS + n0 + c * BL_X3_VEC : w;
-            const bl_u32 dst = b_base + (bl_u32)((kr * LDB + c * BL_X3_VEC) * 4);
+            const float* src = live ? w + (bl_u64)k * BILSTM_GATE_ROWS + n0 + c * BL_CP_VEC : w;
+            const bl_u32 dst = b_base + (bl_u32)((kr * LDB + c * BL_CP_VEC) * 4);
             bl_cp_async_16(dst, src, live ? 16u : 0u);
             bl_cp_async_16(dst + T::B_FLOATS * 4, live ? src + lo_offset : w, live ? 16u : 0u);
         }
@@ -520,7 +519,7 @@ __device__ __forceinline__ void bl_projection_wgmma(const bl_projection_params& 
     }
     // Each direction's image: [part][column tile][K tile][BL_WG_B_FLOATS].
     const bl_u64 part_floats = (bl_u64)BL_WG_COL_TILES * k_tiles * BL_WG_B_FLOATS;
-    const bool x_chunks = in_width % BL_X3_VEC == 0 && ((bl_u64)x) % 16 == 0;
+    const bool x_chunks = in_width % BL_CP_VEC == 0 && ((bl_u64)x) % 16 == 0;
     const bl_u32 shared_base = bl_shared_address(bl_wg_shared);
     // The weight tiles sit on 1,024-byte swizzle atoms only if the dynamic shared memory does
     // (there is no static shared memory; the entries declare it 1,024-byte aligned): a wrong
