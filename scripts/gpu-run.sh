@@ -36,6 +36,9 @@
 #   tf32         GPU tests of the TF32 projection (when built)
 #   tf32x3       GPU tests of the 3xTF32 (FP32-accurate) projection (when built)
 #   cpu-unit / nvrtc / unavailable   the library's unit tests, NVRTC compile + ptxas, no-GPU test
+#   abbits       (with bin/bilstm-old, from gpu-bundle's BILSTM_BUNDLE_AB=REV) CLI checksums of
+#                this tree against the other at batches 1, 33, 256, 1024, FP32 and TF32; fails on
+#                any difference; `ab` (not in the default run) times every bin/bench-*
 # Then a summary: one line per group (status, seconds, log), the timing table per kernel and
 # batch with cuDNN's figures from the same call and the ratios.
 set -u
@@ -172,6 +175,22 @@ if ls "$bin"/bench-* >/dev/null 2>&1; then
                 ./\$v --batches ${AB_BATCHES:-1,8,32,64} --kinds auto --tiles ${AB_TILES:-auto} --maths ${AB_MATHS:-fp32} --iters 20 --case-ms 500
             done
         done"
+fi
+# abbits (runs whenever bin/bilstm-old exists, e.g. from BILSTM_BUNDLE_AB=REV): whether this
+# tree's output bits equal the other tree's, `bilstm run --backend cuda` checksums of the
+# built-in model at AB_BITS_BATCHES (1,33,256,1024) in FP32 and TF32; fails on any difference.
+if [ -x "$bin/bilstm-old" ]; then
+    run_group abbits 120 'SAME|DIFF' bash -c "
+        rc=0
+        for m in fp32 tf32; do
+            for b in \$(echo '${AB_BITS_BATCHES:-1,33,256,1024}' | tr ',' ' '); do
+                o=\$('$bin/bilstm-old' run --backend cuda --math \$m --batch \$b 2>/dev/null | tail -1)
+                n=\$('$bin/bilstm' run --backend cuda --math \$m --batch \$b 2>/dev/null | tail -1)
+                if [ -n \"\$n\" ] && [ \"\$o\" = \"\$n\" ]; then s=SAME; else s=DIFF; rc=1; fi
+                echo \"\$m batch \$b: \$s (this tree: \$n; other: \$o)\"
+            done
+        done
+        exit \$rc"
 fi
 # clusters (not in the default run): every cluster shape forced (CLUSTER_KINDS), per-layer
 # phases, at batches around the wave boundaries (CLUSTER_BATCHES; the plan's cluster rules).
