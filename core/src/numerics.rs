@@ -1,8 +1,8 @@
 //! Gate nonlinearities in f32 through libm: a scalar, portable statement of `σ` and `tanh`.
 //!
 //! No backend computes with these: the CPU backend has its own vectorised cell function
-//! (`bilstm-cpu`'s `simd::math`, Cephes' `exp` reduction, whose bits differ from libm's), and the GPU kernels
-//! theirs (`kernels/cuda/numerics.cuh`, hardware `ex2.approx`). They remain as the f32
+//! (`bilstm-cpu`'s `simd::math`, Cephes' `exp` reduction, whose bits differ from libm's), and
+//! the GPU kernels theirs (`kernels/cuda/numerics.cuh`, hardware `ex2.approx`). They remain as the f32
 //! definitions the tests and tools may compare against; each backend is deterministic on its
 //! own and the backends' bits differ.
 

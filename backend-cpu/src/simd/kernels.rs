@@ -119,11 +119,12 @@ pub(crate) fn project<V: Lanes, W: Wide, const MR: usize, const NS: usize>(
     // every strip; a panel shorter than `panel_len` grows (the backend's, sized at prepare by
     // [`panel_len`], never does), and without room for the rows (an allocation refused) the
     // tiles read them in place.
-    let panel_len = BLOCK_TILES * MR * width;
-    let packed = panel.len() >= panel_len
+    const { assert!(MR <= MAX_TILE_ROWS, "panel_len covers every tile") };
+    let needed = BLOCK_TILES * MR * width;
+    let packed = panel.len() >= needed
         || panel
-            .try_reserve_exact(panel_len - panel.len())
-            .map(|()| panel.resize(panel_len, 0.0))
+            .try_reserve_exact(needed - panel.len())
+            .map(|()| panel.resize(needed, 0.0))
             .is_ok();
     // L2 blocks of about BLOCK_ROWS rows: whole groups when groups are short, else slices
     // of one group.

@@ -280,7 +280,7 @@ macro_rules! entry_points {
                 );
             }
 
-            /// The cell and exponential functions with [`A8`] (tests).
+            /// The cell and exponential functions with [`A8`] pairs (tests).
             ///
             /// # Safety
             #[doc = concat!("The CPU must support ", $what, ".")]
@@ -314,9 +314,10 @@ entry_points!(
 // The 512-bit kernels: one `zmm` per 16-column strip row in the projection and the recurrent
 // product, and one `zmm` per two 8-unit panels in the gate math (its five exponentials and two
 // divisions a unit on 16 lanes: 0.15-0.21 ms a layer-direction and window against 0.24-0.32
-// on 8 lanes, Xeon development machine, session 12, `bench/NOTES.md`), with the register tiles `Tiles` picks (`BILSTM_CPU_TILES`; `Tiles::default()` is the
-// measured best: projection 6 rows x 4 strips, recurrent product 8 windows x 2 strips, one
-// window from R repacked as one sequential stream with prefetches, 64-byte-aligned buffers).
+// on 8 lanes, Xeon development machine, session 12, `bench/NOTES.md`), with the register
+// tiles `Tiles` picks (`BILSTM_CPU_TILES`; `Tiles::default()` is the measured best: projection
+// 6 rows x 4 strips, recurrent product 8 windows x 2 strips, one window from R repacked as one
+// sequential stream with prefetches, 64-byte-aligned buffers).
 // Lanes are columns, so each column's FMA chain is the one every other build computes, whatever
 // the tiles.
 /// The kernels compiled for AVX2, FMA, AVX-512F and AVX-512VL with 512-bit vectors.
@@ -352,7 +353,7 @@ pub(super) mod zmm {
         kernels::recurrence_tiled::<A16>(tiles, args, state);
     }
 
-    /// The cell and exponential functions with [`A8`] (tests).
+    /// The cell and exponential functions with [`A16`] (tests).
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL.
