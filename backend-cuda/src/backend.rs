@@ -126,6 +126,10 @@ pub struct CudaBackend {
     pub(crate) overrides: Overrides,
     /// Test-only fault injection ([`crate::hooks`]); always `None` in production.
     pub(crate) stall: Option<StallInjection>,
+    /// Whether TF32 passes on 9.0 run the resident projection after the first layer (with the
+    /// recurrences before storing TF32 values): on unless [`RESIDENT_PROJECTION_ENV`] is `0`
+    /// (an A/B switch; both settings give the same bits).
+    pub(crate) resident_projection: bool,
     pub(crate) last: Option<ForwardSummary>,
     /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
     pub(crate) host_chunk: usize,
@@ -152,6 +156,12 @@ impl Drop for CudaBackend {
         let _ = self.device.main.synchronize();
     }
 }
+
+/// Set to `0`, TF32 passes on compute capability 9.0 run the streaming warpgroup projection
+/// (`bilstm_projection_tf32_wgmma`) in every layer instead of the resident one
+/// (`bilstm_projection_tf32_resident`) after the first: for A/B measurements; the bits are the
+/// same either way.
+pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
 fn spin_timeout_from_env() -> Duration {
     parse_spin_timeout(std::env::var(SPIN_TIMEOUT_ENV).ok().as_deref())
@@ -185,6 +195,7 @@ impl CudaBackend {
             spin_timeout: spin_timeout_from_env(),
             overrides: Overrides::default(),
             stall: None,
+            resident_projection: std::env::var(RESIDENT_PROJECTION_ENV).map_or(true, |v| v != "0"),
             last: None,
             preparations: 0,
             host_chunk: crate::host::host_chunk_from_env(),

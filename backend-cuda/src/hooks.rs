@@ -37,6 +37,13 @@ impl CudaBackend {
         self.stall = stall;
     }
 
+    /// Test-only: whether TF32 passes on 9.0 run the resident projection after the first layer
+    /// (the default) or the streaming one in every layer (as `BILSTM_PROJ_RESIDENT=0`); the
+    /// GPU tests compare the two bit for bit.
+    pub fn set_resident_projection(&mut self, on: bool) {
+        self.resident_projection = on;
+    }
+
     /// Test-only: fills every workspace (projections, layer outputs, exchange, final states, error words)
     /// with garbage derived from `seed`, the exchange with words whose flags are valid flags
     /// of the coming pass. A correct forward pass must give the same bits afterwards.

@@ -173,8 +173,35 @@ impl CudaBackend {
         let layer_state_len =
             bilstm_core::error::checked_mul(2 * batch, shape.hidden, "final state values")?;
 
+        let cc = self.device.info.facts.compute_capability;
+        // TF32 mode on 9.0: the layers after the first run the resident projection, which reads
+        // its input as stored, so the recurrence before each stores its outputs rounded to TF32
+        // (the value every TF32 projection rounds them to), where the recurrence is one of
+        // the register-quad cluster kernels (4, 8 or 16 windows a cluster); the other kinds
+        // (the latency-bound one- and two-window cluster kernels of small batches, the
+        // cooperative and resident kinds) keep exact outputs and the streaming projection.
+        // Both projections give the same bits (GPU test gpu_tf32
+        // `resident_and_streaming_tf32_projections_give_the_same_bits`), so the choice never
+        // changes a window's output.
+        let quads = plan
+            .schedule
+            .choice
+            .cluster()
+            .is_some_and(|c| c.windows_per_cluster >= RESIDENT_MIN_CLUSTER_WINDOWS);
+        let resident = |layer: usize| {
+            self.resident_projection
+                && quads
+                && tile == ProjectionTile::Tf32Wgmma
+                && layer < shape.layers
+                && launch::projection_tf32x3::resident_applies(
+                    cc,
+                    layer,
+                    shape.layer_input_width(layer),
+                )
+        };
         for layer in 0..shape.layers {
             let width = shape.layer_input_width(layer);
+            let out_tf32 = resident(layer + 1);
             let x = if layer == 0 {
                 input
             } else {
@@ -211,7 +238,9 @@ impl CudaBackend {
             // ones the K-major weights split into high parts and remainders, the FP32 SIMT ones
             // the K-major FP32 weights.
             let weights_of = |d: usize| {
-                piece(if tile.needs_wgmma() {
+                piece(if resident(layer) {
+                    offsets[d].input_tf32_wgmma
+                } else if tile.needs_wgmma() {
                     offsets[d].input_x3_wgmma
                 } else if tile.is_tf32() {
                     offsets[d].input_tf32
@@ -230,10 +259,18 @@ impl CudaBackend {
                 in_width: width,
             };
             self.phases.layer_start(layer, main)?;
-            let cc = self.device.info.facts.compute_capability;
             // Each launcher owns its tiles: projection_tf32x3.cu's entries (3xTF32 and the
-            // warpgroup ones), the mma.sync TF32 tile, the FP32 SIMT tiles.
-            if launch::projection_tf32x3::tile_kernel(tile).is_some() {
+            // warpgroup ones, the resident TF32 one among them), the mma.sync TF32 tile, the FP32
+            // SIMT tiles.
+            if resident(layer) {
+                launch::projection_tf32x3::launch_resident(
+                    k.get(KernelId::ProjectionTf32Resident)?,
+                    main,
+                    cc,
+                    self.device.info.facts.sm_count,
+                    &args,
+                )?;
+            } else if launch::projection_tf32x3::tile_kernel(tile).is_some() {
                 launch::projection_tf32x3::launch(
                     proj_fn,
                     main,
@@ -282,6 +319,7 @@ impl CudaBackend {
                         stall_cta,
                         state,
                         progress: region.progress.filter(|_| last_layer),
+                        out_tf32,
                     },
                 )?;
                 continue;
@@ -445,6 +483,16 @@ impl CudaBackend {
         }
     }
 }
+
+/// The fewest windows a cluster of the plan's recurrence runs for TF32 passes to use the
+/// resident projection (`bilstm_projection_tf32_resident`): the register-quad kernels (4 and 8
+/// windows, and the 16-window one) store TF32 outputs at no measured cost, while in the one-
+/// and two-window kernels the writer warp's rounding sits on the step's critical path (they
+/// refuse `out_tf32`). H200, 2026-12-02 session 14 (calls 3 and 4, whole forward): with the
+/// rounding select in every kind, batch 1 was 1.345 ms against 1.310-1.320 (FP32, out_tf32 =
+/// 0) and its TF32 recurrence 1.260 against 1.241; batch 256 (8-window quads) TF32 recurrence
+/// 4.779 against 4.776, projection 1.358 against 1.396.
+pub(crate) const RESIDENT_MIN_CLUSTER_WINDOWS: usize = 4;
 
 /// The cluster kernel of `size` CTAs per cluster running `windows` windows each: the entry of
 /// [`bilstm_kernels::ALL`] whose launch kind says so.

@@ -242,3 +242,59 @@ fn small_tf32_pass_for_sanitizers() {
         assert!(rel <= tf32_budget());
     }
 }
+
+/// On 9.0, behind the register-quad recurrences, the TF32 layers after the first run the
+/// resident projection (`bilstm_projection_tf32_resident`), whose input the recurrence before
+/// stores rounded to TF32; turned off, every layer runs the streaming warpgroup projection over
+/// unrounded inputs and rounds them itself. Both must give the same bits: the stored rounding is
+/// the one the streaming projection applies, and each k-step's eight products reach the tensor
+/// cores in another order (natural against pairs), which must not change the sum.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn resident_and_streaming_tf32_projections_give_the_same_bits() {
+    if !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability) {
+        eprintln!("skipped: no warpgroup MMA on this GPU");
+        return;
+    }
+    let shape = StackShape::pyannote();
+    let st = stack(&shape);
+    let max = 256;
+    let input = random_input(&shape, max, INPUT_SEED);
+    let in_w = shape.frames * shape.features;
+    let mut b = gpu();
+    let config = BackendConfig {
+        shape,
+        max_batch: max,
+        math: MathMode::Tf32,
+    };
+    b.prepare(&st.weights().expect("weights"), &config)
+        .unwrap_or_else(|e| panic!("prepare: {e}"));
+    // The H200's plans: 4-window quads at batch 128, 8-window quads at 256 (a wave each).
+    for batch in [128, 256] {
+        let part = &input[..batch * in_w];
+        b.set_resident_projection(true);
+        let resident = run(&mut b, &shape, part, batch);
+        let s = b.last_forward().expect("summary");
+        assert_eq!(s.projection_tile, ProjectionTile::Tf32Wgmma);
+        let windows = s
+            .plan
+            .schedule
+            .choice
+            .cluster()
+            .map(|c| c.windows_per_cluster);
+        assert!(
+            windows.is_some_and(|w| w >= 4),
+            "batch {batch}: the plan's recurrence ({windows:?} windows a cluster) is no register-quad kernel, so the resident projection did not run"
+        );
+        b.set_resident_projection(false);
+        let streaming = run(&mut b, &shape, part, batch);
+        assert_same_bits(
+            &resident,
+            &streaming,
+            &format!("batch {batch}: resident against streaming projection"),
+        );
+        eprintln!(
+            "batch {batch} ({windows:?} windows a cluster): resident and streaming TF32 projections agree bit for bit"
+        );
+    }
+}

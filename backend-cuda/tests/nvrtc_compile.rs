@@ -261,20 +261,35 @@ fn the_tf32x3_projection_is_real_from_8_0_with_three_products() {
         let real = arch >= (8, 0);
         let wgmma = bilstm_core::plan::wgmma_available(arch);
         // Where the warpgroup entries are real, the module's only traps are their guards
-        // against a dynamic shared base off the 1,024-byte swizzle atoms (one an entry);
-        // elsewhere they are trap stubs (and so are the mma.sync entries before 8.0).
+        // against a dynamic shared base off the 1,024-byte swizzle atoms (one an entry; the
+        // resident entry's also refuses a broken grid or width); elsewhere they are trap stubs
+        // (and so are the mma.sync entries before 8.0).
         let traps = ptx.matches("trap;").count();
         if wgmma {
-            assert_eq!(traps, 2, "{arch:?}: only the two alignment guards trap");
+            assert_eq!(traps, 3, "{arch:?}: only the three entries' guards trap");
         } else {
-            assert!(traps >= 2, "{arch:?}: trap stubs ({traps} traps)");
+            assert!(traps >= 3, "{arch:?}: trap stubs ({traps} traps)");
         }
         assert_eq!(
             ptx.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
                 .count(),
-            // 3xTF32: three products for each of a K tile's four k-steps.
-            if wgmma { 3 * 4 } else { 0 },
-            "{arch:?}: 3xTF32 wgmma products"
+            // 3xTF32: three products for each of a K tile's four k-steps; the resident TF32
+            // entry: one (both operands in shared memory) for each of them.
+            if wgmma { 3 * 4 + 4 } else { 0 },
+            "{arch:?}: 3xTF32 and resident TF32 wgmma products"
+        );
+        // The resident entry's activations arrive and its outputs leave by TMA (its only
+        // tensor copies); no other entry has any.
+        let tma_loads = ptx
+            .matches("cp.async.bulk.tensor.2d.shared::cluster.global")
+            .count();
+        let tma_stores = ptx
+            .matches("cp.async.bulk.tensor.3d.global.shared::cta")
+            .count();
+        assert_eq!(
+            (tma_loads > 0, tma_stores > 0),
+            (wgmma, wgmma),
+            "{arch:?}: {tma_loads} TMA loads, {tma_stores} TMA stores"
         );
         assert_eq!(
             ptx.matches("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32")

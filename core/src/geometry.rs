@@ -255,6 +255,34 @@ pub const PROJ_WG_SHARED_BYTES: usize =
     PROJ_WG_STAGES * (PROJ_WG_TILE_ROWS * PROJ_WG_ROW_FLOATS + 2 * PROJ_WG_B_TILE_FLOATS) * 4
         + 2 * PROJ_WG_STAGES * 8;
 
+/// TF32 projection with resident weights (`bilstm_projection_tf32_resident`, compute capability
+/// 9.0, layers whose input the previous layer's recurrence stored rounded to TF32): rows of one
+/// warpgroup's work block (one `m64n128k8` product a k-step, A and B both read from shared
+/// memory). H200, 2026-12-02 session 14 call 3 (TF32, batch 256, layer 1, two rounds): 64 rows
+/// with 4 stages 0.365-0.366 ms; two 64-row chains a warpgroup (128 rows, 2 stages) 0.389-0.390.
+pub const PROJ_RES_BLOCK_ROWS: usize = 64;
+/// Resident TF32 projection: the most K tiles ([`PROJ_WG_K_TILE`] each) a block keeps resident:
+/// one 128-column tile's TF32 weights for an input of up to 256 values (128 KiB).
+pub const PROJ_RES_MAX_K_TILES: usize = 8;
+/// Resident TF32 projection: activation stages a warpgroup (each one K tile of its rows, loaded
+/// by TMA); with fewer than 5 the copy into a stage is issued at the end of the step after the
+/// one that last read it, so `PROJ_RES_STAGES - 1` steps are in flight (what shared memory
+/// leaves beside the weights and the output staging).
+pub const PROJ_RES_STAGES: usize = 4;
+/// Resident TF32 projection: column tiles (two directions of four 128-column tiles); the grid is
+/// a multiple of it, block `b` holding column tile `b % PROJ_RES_COL_TILES`.
+pub const PROJ_RES_COL_TILES: usize = 2 * GATE_ROWS / PROJ_WG_TILE_COLS;
+/// Resident TF32 projection: dynamic shared bytes: the resident weights, both warpgroups'
+/// activation stages and output staging, then the mbarriers (the weights' one, then `full` and
+/// `empty` for each warpgroup's stages), padded to 256 bytes (229,632 bytes: one block an SM).
+pub const PROJ_RES_SHARED_BYTES: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_B_TILE_FLOATS * 4
+    + 2 * PROJ_RES_STAGES * PROJ_RES_BLOCK_ROWS * PROJ_WG_K_TILE * 4
+    + 2 * PROJ_RES_OUT_STAGING_BYTES
+    + (8 + 2 * 2 * PROJ_RES_STAGES * 8).div_ceil(256) * 256;
+/// Resident TF32 projection: a warpgroup's output staging (64 rows x 64 columns, two 32-column
+/// boxes of the output tensor map, stored by TMA).
+pub const PROJ_RES_OUT_STAGING_BYTES: usize = 64 * 64 * 4;
+
 /// The input width rounded up to [`PROJ_WG_K_TILE`]: the K extent of the warpgroup-MMA weight
 /// image (60 becomes 64, 256 stays 256).
 pub const fn proj_wg_padded_in(width: usize) -> usize {
@@ -279,11 +307,11 @@ pub const DOT_CHAINS: usize = 16;
 pub const DOT_CHAIN_TERMS: usize = HIDDEN / DOT_CHAINS;
 
 /// Most `-D` defines [`defines`] returns.
-pub const MAX_DEFINES: usize = 64;
+pub const MAX_DEFINES: usize = 80;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 61] = [
+    let all: [(&'static str, usize); 67] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -357,6 +385,15 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_PROJ_WG_ROW_FLOATS", PROJ_WG_ROW_FLOATS),
         ("BILSTM_PROJ_WG_B_TILE_FLOATS", PROJ_WG_B_TILE_FLOATS),
         ("BILSTM_PROJ_WG_SHARED_BYTES", PROJ_WG_SHARED_BYTES),
+        ("BILSTM_PROJ_RES_BLOCK_ROWS", PROJ_RES_BLOCK_ROWS),
+        ("BILSTM_PROJ_RES_MAX_K_TILES", PROJ_RES_MAX_K_TILES),
+        ("BILSTM_PROJ_RES_STAGES", PROJ_RES_STAGES),
+        ("BILSTM_PROJ_RES_COL_TILES", PROJ_RES_COL_TILES),
+        ("BILSTM_PROJ_RES_SHARED_BYTES", PROJ_RES_SHARED_BYTES),
+        (
+            "BILSTM_PROJ_RES_OUT_STAGING_BYTES",
+            PROJ_RES_OUT_STAGING_BYTES,
+        ),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
@@ -411,7 +448,8 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 61);
+        assert_eq!(d.len(), 67);
+        assert!(d.contains(&("BILSTM_PROJ_RES_SHARED_BYTES", 229_632)));
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

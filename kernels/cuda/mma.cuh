@@ -1,6 +1,6 @@
 // mma.cuh: what the tensor-core projections (projection_tf32.cu, projection_tf32x3.cu) share:
 // shared-window addresses, cp.async copies (and the activation-tile copy built on them), TF32
-// rounding and splitting, and one m16n8k8 TF32 mma.sync. Everything here needs compute
+// splitting (the rounding, bl_tf32_rne, is numerics.cuh's), and one m16n8k8 TF32 mma.sync. Everything here needs compute
 // capability 8.0 or later and is compiled only there (#if __CUDA_ARCH__ >= 800); the kernels
 // trap below that.
 
@@ -9,6 +9,7 @@
 #endif
 
 #include "common.cuh"
+#include "numerics.cuh"
 
 // The largest finite TF32 value, (2 - 2^-10) * 2^127 (bits 0x7f7fe000).
 #define BL_TF32_MAX_FINITE 0x1.ffcp+127f
@@ -79,26 +80,6 @@ __device__ __forceinline__ void bl_copy_activations(bl_u32 a_base, const float* 
             }
         }
     }
-}
-
-// Rounds to TF32 (10 fraction bits), to nearest with ties to even; the result is an f32 value.
-__device__ __forceinline__ float bl_tf32_rne(float v) {
-#if __CUDA_ARCH__ >= 900
-    bl_u32 r;
-    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return __uint_as_float(r);
-#else
-    const bl_u32 bits = __float_as_uint(v);
-    if ((bits & 0x7f800000u) == 0x7f800000u) {
-        // Infinity stays; NaN keeps its sign and high payload and gets the quiet bit, so that
-        // dropping the low 13 bits cannot turn it into infinity.
-        return __uint_as_float((bits & 0x007fffffu) == 0 ? bits : ((bits & 0xffffe000u) | 0x00400000u));
-    }
-    // Adding 0xfff plus the kept LSB rounds to nearest, ties to even; a carry into the exponent
-    // is the correct rounding (up to infinity).
-    const bl_u32 lsb = (bits >> 13) & 1u;
-    return __uint_as_float((bits + 0xfffu + lsb) & 0xffffe000u);
-#endif
 }
 
 // d += a * b on the tensor cores (one m16n8k8 TF32 step, FP32 accumulate).

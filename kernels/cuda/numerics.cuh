@@ -191,3 +191,37 @@ __device__ __forceinline__ float bl_lstm_cell(float pre_i, float pre_f, float pr
     return bl_lstm_cell_activated(bl_sigmoid(pre_i), bl_sigmoid(pre_f), bl_tanhf(pre_g),
                                   bl_sigmoid(pre_o), c);
 }
+
+// Rounds to TF32 (10 fraction bits), to nearest with ties to even; the result is an f32 value.
+__device__ __forceinline__ float bl_tf32_rne(float v) {
+#if __CUDA_ARCH__ >= 900
+    bl_u32 r;
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return __uint_as_float(r);
+#else
+    const bl_u32 bits = __float_as_uint(v);
+    if ((bits & 0x7f800000u) == 0x7f800000u) {
+        // Infinity stays; NaN keeps its sign and high payload and gets the quiet bit, so that
+        // dropping the low 13 bits cannot turn it into infinity.
+        return __uint_as_float((bits & 0x007fffffu) == 0 ? bits : ((bits & 0xffffe000u) | 0x00400000u));
+    }
+    // Adding 0xfff plus the kept LSB rounds to nearest, ties to even; a carry into the exponent
+    // is the correct rounding (up to infinity).
+    const bl_u32 lsb = (bits >> 13) & 1u;
+    return __uint_as_float((bits + 0xfffu + lsb) & 0xffffe000u);
+#endif
+}
+
+// The value a recurrence stores as a layer output: h itself, or with `to_tf32` (TF32 mode, a
+// layer whose next projection reads its input as stored: bilstm_projection_tf32_resident)
+// bl_tf32_rne(h), the very value the other TF32 projections round that input to.
+// Branch-free (a select, not a branch: the register-quad kernel's step loop stays as tight as
+// without it).
+__device__ __forceinline__ float bl_output_value(float h, bl_u32 to_tf32) {
+    const float rounded = bl_tf32_rne(h);
+    float out;
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %3, 0;\n\tselp.f32 %0, %1, %2, p;\n\t}"
+        : "=f"(out)
+        : "f"(rounded), "f"(h), "r"(to_tf32));
+    return out;
+}

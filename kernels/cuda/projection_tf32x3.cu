@@ -706,3 +706,327 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
     asm volatile("trap;");
 #endif
 }
+
+// ---- bilstm_projection_tf32_resident: TF32 mode on 9.0, weights resident, activations by TMA ----
+// Launch contract (where not restated, as the warpgroup entries' above):
+// - Needs compute capability 9.0 compiled for compute_90a (wgmma.mma_async, cp.async.bulk.tensor);
+//   elsewhere the entry is a trap and the host never launches it.
+// - Grid: (BILSTM_PROJ_RES_COL_TILES * J, 1, 1) for any J >= 1 (the host: J = min(ceil(blocks /
+//   2), SMs / COL_TILES), blocks = ceil(rows / BILSTM_PROJ_RES_BLOCK_ROWS)); persistent: block b
+//   holds column tile c = b % COL_TILES resident (direction c / 4, gate columns 128 (c % 4) ..
+//   + 128 of that direction) and belongs to set j = b / COL_TILES; its warpgroup g runs the
+//   row blocks 2 j + g + 2 J i, i = 0, 1, ..., each block's K tiles in order. Block:
+//   (BILSTM_BLOCK_THREADS, 1, 1) = two warpgroups. Dynamic shared bytes:
+//   BILSTM_PROJ_RES_SHARED_BYTES (raised once after loading), 1,024-byte aligned (no static
+//   shared memory; the kernel traps otherwise, and on a grid that is not a multiple of
+//   COL_TILES or an input wider than the resident image): the resident weights
+//   (BILSTM_PROJ_RES_MAX_K_TILES K tiles of 16 KiB), each warpgroup's BILSTM_PROJ_RES_STAGES
+//   activation stages (BLOCK_ROWS rows x 32 values in the 128-byte swizzle), each warpgroup's
+//   output staging (BILSTM_PROJ_RES_OUT_STAGING_BYTES: 64 rows x 64 columns as two swizzled
+//   boxes), then the mbarriers. Waits are unbounded: every arrival comes from the block's own
+//   warps or from the copy engines (a fault ends the whole kernel).
+// - Parameters: bl_projection_params, weights[d] being direction d's natural-order TF32 image
+//   (PackedOffsets::input_tf32_wgmma, bilstm_core::layout::pack_input_tf32_wgmma_into: per column
+//   tile, per K tile, 128 gate columns x 32 k in the 128-byte swizzle, k at its natural slot,
+//   proj_wg_padded_in(in_width) * 512 floats a direction, 16-byte aligned); then two
+//   bl_tensor_map (__grid_constant__ CUtensorMap) the host encodes per launch: `map` over x
+//   (FP32, 2-D, dimensions {in_width, rows}, row stride in_width * 4 bytes, box {32,
+//   BLOCK_ROWS}, 128-byte swizzle, out-of-bounds elements zero) and `out_map` over the output
+//   (FP32, 3-D, dimensions {512, rows, 2}, strides 512 * 4 and out_direction_stride * 4 bytes,
+//   box {32, 64, 1}, 128-byte swizzle: stores past `rows` are dropped).
+// - Preconditions: 1 <= in_width <= 32 * BILSTM_PROJ_RES_MAX_K_TILES and a multiple of 4 (the
+//   map's stride), whole row blocks below 2^31 rows (TMA coordinates are signed 32-bit), x and
+//   out 16-byte aligned, out_direction_stride a multiple of 4, and x holding TF32 values (low 13
+//   bits zero: the producing recurrence stores them rounded to nearest, ties to even, with
+//   out_tf32; the tensor cores ignore any other low bits); otherwise as the other entries.
+// - Numerics: gates = sum over k of x * tf32(W), one m64n128k8 product a k-step of 8 (k in
+//   natural order within the step), chained in one tensor-core accumulator from 0 in ascending
+//   k: the TF32 twin's products over the same values (same terms per k-step, same chain), with
+//   the same bits on the H200 (session 14: CLI checksums at batches 1-1024 and GPU test gpu_tf32
+//   `resident_and_streaming_tf32_projections_give_the_same_bits`; the eight products of a k-step
+//   sum alike in either order).
+// - Postconditions: every out[d][row, col] for row < rows is written exactly once (by the
+//   tensor-copy engine, complete when the kernel is), nothing else.
+// - Epilogue: after a block's last K tile each chain's 64 x 128 accumulators go through the
+//   warpgroup's staging in two 64-column halves (st.shared, fence.proxy.async, a warpgroup
+//   barrier, two TMA stores by the warpgroup's first thread, which waits for their reads before
+//   the staging is written again). H200 session 14: the per-thread 64-bit global stores this
+//   replaced stalled the warps on the LSU queue (ncu lg_throttle 4.3 cycles per issued
+//   instruction) at the same kernel time (batch 256, layer 1: 0.365 against 0.366 ms): the
+//   kernel is bound by the output's DRAM writes (617 MB a layer at batch 256) and the tensor
+//   chains, not by the store instructions; kept for the issue slots it frees.
+struct __align__(64) bl_tensor_map {
+    bl_u64 words[16];
+};
+static_assert(sizeof(bl_tensor_map) == 128, "mirrors CUtensorMap (bilstm_kernels::params::TensorMap)");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A warpgroup's block: CHAINS row groups of 64, each with its own accumulators (independent
+// product chains in flight); one TMA box (32 values x BLOCK_ROWS rows) a step.
+constexpr int BL_RES_ROWS = BILSTM_PROJ_RES_BLOCK_ROWS;
+constexpr int BL_RES_CHAINS = BL_RES_ROWS / 64;
+constexpr int BL_RES_MAX_KT = BILSTM_PROJ_RES_MAX_K_TILES;
+constexpr int BL_RES_STAGES = BILSTM_PROJ_RES_STAGES;
+// A stage is refilled LAG steps after the step that last read it (two where the ring is deep
+// enough: the producer then never waits for warps still finishing the step before).
+constexpr int BL_RES_LAG = BL_RES_STAGES >= 5 ? 2 : 1;
+constexpr bl_u32 BL_RES_COL_TILES = BILSTM_PROJ_RES_COL_TILES;
+constexpr bl_u32 BL_RES_A_BYTES = BL_RES_ROWS * BL_WG_KT * 4;
+constexpr bl_u32 BL_RES_B_BYTES = BL_WG_COLS * BL_WG_KT * 4;
+// The output staging of a warpgroup: 64 rows x 64 columns (half a chain's tile) as two TMA-store
+// boxes of 32 columns, each 64 rows of 128 bytes in the 128-byte swizzle.
+constexpr bl_u32 BL_RES_OUT_BOX_BYTES = 64 * 32 * 4;
+constexpr bl_u32 BL_RES_OUT_BYTES = 2 * BL_RES_OUT_BOX_BYTES;
+static_assert(BL_RES_OUT_BYTES == BILSTM_PROJ_RES_OUT_STAGING_BYTES, "a warpgroup's output staging");
+constexpr bl_u32 BL_RES_OUT_AT = BL_RES_MAX_KT * BL_RES_B_BYTES + 2 * BL_RES_STAGES * BL_RES_A_BYTES;
+// Where the mbarriers start: after the weights, both warpgroups' stages and output staging.
+constexpr bl_u32 BL_RES_BAR_AT = BL_RES_OUT_AT + 2 * BL_RES_OUT_BYTES;
+static_assert(BL_RES_BAR_AT + 8 + 2 * 2 * BL_RES_STAGES * 8 <= BILSTM_PROJ_RES_SHARED_BYTES,
+              "shared bytes: the weights, the stages, then the mbarriers");
+static_assert(BL_RES_ROWS % 64 == 0 && BL_RES_CHAINS >= 1 && BL_WG_COLS == 128 && BL_WG_KT == 32,
+              "m64n128k8 products, one 128-byte row a K tile");
+static_assert(BL_RES_A_BYTES % 1024 == 0 && BL_RES_B_BYTES % 1024 == 0, "1,024-byte swizzle atoms");
+static_assert(BL_RES_STAGES > BL_RES_LAG, "a stage ahead of the one being refilled");
+static_assert(BL_RES_COL_TILES * BL_WG_COLS == 2 * BILSTM_GATE_ROWS, "both directions' column tiles");
+
+// d = A * B + (accumulate ? d : 0) for a warpgroup's 64 x 128 tile, one k-step of 8, both operands
+// K-major 128-byte-swizzled shared images (descriptors a and b). Asynchronous, as bl_wgmma_tf32.
+__device__ __forceinline__ void bl_wgmma_tf32_ss(float (&d)[64], bl_u64 a, bl_u64 b, bl_u32 accumulate) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1;\n\t}"
+        : BL_WG_D8(0), BL_WG_D8(8), BL_WG_D8(16), BL_WG_D8(24), BL_WG_D8(32), BL_WG_D8(40), BL_WG_D8(48), BL_WG_D8(56)
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// Waits until at most one wgmma group this warp committed is pending.
+__device__ __forceinline__ void bl_wg_wait_one() {
+    asm volatile("wgmma.wait_group.sync.aligned 1;" : : : "memory");
+}
+
+// Copies the box at coordinates (c0, c1) of `map` into shared `dst` (1,024-byte aligned) with
+// the tensor-copy engine, completing its bytes on the mbarrier `bar` of this CTA.
+__device__ __forceinline__ void bl_tma_load_2d(bl_u32 dst, const bl_tensor_map* map, int c0, int c1, bl_u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        :
+        : "r"(dst), "l"(reinterpret_cast<bl_u64>(map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
+// Stores the box at `src` (shared, 1,024-byte aligned) to coordinates (c0, c1, c2) of `map`
+// with the tensor-copy engine (elements outside the map's bounds are not written); one bulk
+// group of this thread's.
+__device__ __forceinline__ void bl_tma_store_3d(const bl_tensor_map* map, int c0, int c1, int c2, bl_u32 src) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];"
+                 :
+                 : "l"(reinterpret_cast<bl_u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(src)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bl_bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;" : : : "memory");
+}
+
+// Waits until every bulk group this thread committed has finished reading shared memory.
+__device__ __forceinline__ void bl_bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read 0;" : : : "memory");
+}
+
+// Waits until every bulk group this thread committed has completed (its writes done).
+__device__ __forceinline__ void bl_bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
+}
+
+// Orders this thread's shared-memory writes (generic proxy) before later async-proxy reads.
+__device__ __forceinline__ void bl_fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
+}
+
+// The named barrier of warpgroup `wgroup`'s 128 threads (1 or 2). The ids are immediates: with
+// a register id ptxas reserves all 16 of a block's barriers, and an SM holds 64 (the driver then
+// allowed 4 blocks an SM where registers allow 20; gpu_device's occupancy check, session 14).
+__device__ __forceinline__ void bl_wg_barrier(bl_u32 wgroup) {
+    if (wgroup == 0u) {
+        asm volatile("bar.sync 1, 128;" : : : "memory");
+    } else {
+        asm volatile("bar.sync 2, 128;" : : : "memory");
+    }
+}
+
+// One warpgroup's pipeline over its row blocks (see the contract above). Steps f = (block i, K
+// tile kt) in order use stage f % STAGES of the warpgroup's ring; at the end of step f the
+// warpgroup's first thread issues the TMA copy of step f + STAGES - LAG into the stage step
+// f - LAG used, once every warp of the warpgroup has released it (empty barrier, one arrival a
+// warp, made after `wgmma.wait_group 1` shows that step's products complete). Products run one
+// group ahead: the group of step f is committed before the warps wait for step f - 1's; within
+// a step the CHAINS row groups' products alternate, so that as many accumulator chains are in
+// flight.
+__device__ __forceinline__ void bl_projection_resident(const bl_projection_params& p, const bl_tensor_map* map,
+                                                       const bl_tensor_map* out_map, float* smem) {
+    const int tid = threadIdx.x;
+    const int lane = tid % BILSTM_WARP_THREADS;
+    const int warp = tid / BILSTM_WARP_THREADS;
+    const bl_u32 wgroup = (bl_u32)(warp / 4);
+    const bool producer = tid % 128 == 0;
+    const bl_u32 col = blockIdx.x % BL_RES_COL_TILES;
+    const bl_u32 direction = col / (BL_RES_COL_TILES / 2);
+    const bl_u32 col_tile = col % (BL_RES_COL_TILES / 2);
+    const bl_u32 sets = gridDim.x / BL_RES_COL_TILES;
+    const bl_u32 set = blockIdx.x / BL_RES_COL_TILES;
+    const bl_u32 k_tiles = (p.in_width + BL_WG_KT - 1) / BL_WG_KT;
+    const bl_u32 blocks = (p.rows + BL_RES_ROWS - 1) / BL_RES_ROWS;
+    const bl_u32 first = 2 * set + wgroup;
+    const bl_u32 stride = 2 * sets;
+    const bl_u32 my_blocks = first < blocks ? (blocks - 1 - first) / stride + 1 : 0;
+    const bl_u32 steps = my_blocks * k_tiles;
+
+    const bl_u32 base = bl_shared_address(smem);
+    if ((base & 1023u) != 0u || sets == 0u || set >= sets || k_tiles > (bl_u32)BL_RES_MAX_KT) {
+        asm volatile("trap;");  // a broken launch contract: stop loudly rather than compute garbage
+    }
+    const bl_u32 a_ring = base + BL_RES_MAX_KT * BL_RES_B_BYTES + wgroup * (bl_u32)(BL_RES_STAGES * BL_RES_A_BYTES);
+    const bl_u32 staging = base + BL_RES_OUT_AT + wgroup * BL_RES_OUT_BYTES;
+    const bl_u32 weights_bar = base + BL_RES_BAR_AT;
+    const bl_u32 full0 = weights_bar + 8u + wgroup * (bl_u32)(BL_RES_STAGES * 8);
+    const bl_u32 empty0 = weights_bar + 8u + (bl_u32)(2 * BL_RES_STAGES * 8) + wgroup * (bl_u32)(BL_RES_STAGES * 8);
+    if (tid == 0) {
+        bl_mbar_init(weights_bar, 1);
+        for (int s = 0; s < 2 * BL_RES_STAGES; ++s) {
+            bl_mbar_init(weights_bar + 8u + 8u * s, 1);                        // full
+            bl_mbar_init(weights_bar + 8u + 8u * (2 * BL_RES_STAGES + s), 4);  // empty
+        }
+        bl_mbar_fence_init();
+    }
+    __syncthreads();
+    if (tid == 0) {
+        // The column tile's K tiles of the image: contiguous 16 KiB each, one bulk copy apiece.
+        bl_mbar_arrive_expect(weights_bar, k_tiles * BL_RES_B_BYTES);
+        const float* w = (direction == 0 ? p.weights[0] : p.weights[1]) + (bl_u64)col_tile * k_tiles * (BL_RES_B_BYTES / 4);
+        for (bl_u32 kt = 0; kt < k_tiles; ++kt) {
+            bl_bulk_copy_g2s(base + kt * BL_RES_B_BYTES, w + (bl_u64)kt * (BL_RES_B_BYTES / 4), BL_RES_B_BYTES,
+                             weights_bar);
+        }
+    }
+    auto issue = [&](bl_u32 g) {
+        const bl_u32 stage = g % BL_RES_STAGES;
+        const bl_u32 block = first + (g / k_tiles) * stride;
+        const bl_u32 full = full0 + 8u * stage;
+        bl_mbar_arrive_expect(full, BL_RES_A_BYTES);
+        bl_tma_load_2d(a_ring + stage * BL_RES_A_BYTES, map, (int)((g % k_tiles) * BL_WG_KT), (int)(block * BL_RES_ROWS),
+                       full);
+    };
+    if (producer) {
+        for (bl_u32 g = 0; g < steps && g < (bl_u32)(BL_RES_STAGES - BL_RES_LAG); ++g) {
+            issue(g);
+        }
+    }
+    while (!bl_mbar_try_wait(weights_bar, 0u)) {
+    }
+
+    const int group = lane / 4;
+    const int pair = lane % 4;
+    const int my_row = (warp % 4) * 16 + group;  // this thread's first row in each 64-row group
+    float acc[BL_RES_CHAINS][64];
+#pragma unroll
+    for (int h = 0; h < BL_RES_CHAINS; ++h) {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            acc[h][i] = 0.0f;
+        }
+    }
+    bl_u32 f = 0;
+    for (bl_u32 i = 0; i < my_blocks; ++i) {
+        for (bl_u32 kt = 0; kt < k_tiles; ++kt, ++f) {
+            const bl_u32 stage = f % BL_RES_STAGES;
+            while (!bl_mbar_try_wait(full0 + 8u * stage, (f / BL_RES_STAGES) & 1u)) {
+            }
+            const bl_u32 a = a_ring + stage * BL_RES_A_BYTES;
+            const bl_u32 b = base + kt * BL_RES_B_BYTES;
+            bl_wg_fence();
+#pragma unroll
+            for (int c = 0; c < BL_WG_KT / 8; ++c) {
+#pragma unroll
+                for (int h = 0; h < BL_RES_CHAINS; ++h) {
+                    bl_wgmma_tf32_ss(acc[h], bl_wg_desc_sw128(a + (bl_u32)(h * 64 * BL_WG_KT * 4 + c * 32)),
+                                     bl_wg_desc_sw128(b + (bl_u32)(c * 32)), (kt | (bl_u32)c) != 0u ? 1u : 0u);
+                }
+            }
+            bl_wg_commit();
+            // Step f - 1's products are complete: its stage may be refilled.
+            bl_wg_wait_one();
+            if (f >= 1u && lane == 0) {
+                bl_mbar_arrive(empty0 + 8u * ((f - 1u) % BL_RES_STAGES));
+            }
+            const bl_u32 g = f + (bl_u32)(BL_RES_STAGES - BL_RES_LAG);
+            if (producer && g < steps) {
+                if (f >= (bl_u32)BL_RES_LAG) {
+                    // Every warp has released step f - LAG (its use (f - LAG) / STAGES of the stage).
+                    const bl_u32 done = f - (bl_u32)BL_RES_LAG;
+                    while (!bl_mbar_try_wait(empty0 + 8u * (done % BL_RES_STAGES), (done / BL_RES_STAGES) & 1u)) {
+                    }
+                }
+                issue(g);
+            }
+        }
+        bl_wg_wait_all();
+        // The epilogue: each chain's 64 x 128 tile in two halves of 64 columns through this
+        // warpgroup's staging (two swizzled boxes of 32 columns), stored by TMA (rows past
+        // `rows` are not written). Accumulator 4 j + q: row my_row + 8 (q / 2) of the chain's
+        // 64, column 8 j + 2 pair + q % 2; in the staging, box (j % 8) / 4, row r, 16-byte chunk
+        // (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8.
+#pragma unroll
+        for (int h = 0; h < BL_RES_CHAINS; ++h) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                if (producer) {
+                    bl_bulk_wait_read();  // the previous stores have read the staging
+                }
+                bl_wg_barrier(wgroup);
+#pragma unroll
+                for (int j = 8 * half; j < 8 * half + 8; ++j) {
+#pragma unroll
+                    for (int up = 0; up < 2; ++up) {
+                        const bl_u32 r = (bl_u32)(my_row + 8 * up);
+                        const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
+                        const bl_u32 at = staging + (bl_u32)((j % 8) / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u +
+                                          (bl_u32)(pair % 2) * 8u;
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                                     :
+                                     : "r"(at), "f"(acc[h][4 * j + 2 * up]), "f"(acc[h][4 * j + 2 * up + 1])
+                                     : "memory");
+                    }
+                }
+                bl_fence_proxy_async_shared();
+                bl_wg_barrier(wgroup);
+                if (producer) {
+                    const int row0 = (int)((first + i * stride) * BL_RES_ROWS + 64 * h);
+                    const int col0 = (int)(col_tile * BL_WG_COLS + 64 * half);
+                    bl_tma_store_3d(out_map, col0, row0, (int)direction, staging);
+                    bl_tma_store_3d(out_map, col0 + 32, row0, (int)direction, staging + BL_RES_OUT_BOX_BYTES);
+                    bl_bulk_commit();
+                }
+            }
+        }
+    }
+    if (producer) {
+        bl_bulk_wait();  // the staging stays valid until the last stores have completed
+    }
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
+    bilstm_projection_tf32_resident(const bl_projection_params p, const __grid_constant__ bl_tensor_map map,
+                                    const __grid_constant__ bl_tensor_map out_map) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) float bl_res_shared[];
+    bl_projection_resident(p, &map, &out_map, bl_res_shared);
+#else
+    (void)p;
+    (void)map;
+    (void)out_map;
+    asm volatile("trap;");
+#endif
+}

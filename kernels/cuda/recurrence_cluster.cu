@@ -29,7 +29,7 @@
 //   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and the same static
 //   layout as the one-window kernel (16,400 bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds
 //   the dynamic bytes of W = 4 / 8 / 16.
-// - Parameters: bl_recurrence_cluster_params (112 bytes), mirrored by
+// - Parameters: bl_recurrence_cluster_params (120 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
 // - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
 //   floats of direction d, recurrent[d] the packed rows [BILSTM_GATE_ROWS, BILSTM_HIDDEN], bias[d]
@@ -40,9 +40,11 @@
 //   launched).
 // - Postconditions: as recurrence_resident.cu: for every window w < batch, direction d and step
 //   s, with frame t = s (d = 0) or frames - 1 - s (d = 1): out[(w * frames + t) * 256 + d * 128 +
-//   unit] = h_s(unit); nothing else is written, except error[0..4) when a partner is lost: a
-//   wait longer than spin_timeout_ns ends the kernel with error[0] = BL_ERROR_PARTNER_LOST and
-//   {layer, direction, step} in error[1..4) instead of a hang.
+//   unit] = h_s(unit) (bl_tf32_rne(h_s(unit)) where out_tf32 is nonzero: TF32 mode, a layer whose
+//   next projection reads its input as stored; the final states stay exact); nothing else is
+//   written, except error[0..4) when a partner is lost: a wait longer than spin_timeout_ns ends
+//   the kernel with error[0] = BL_ERROR_PARTNER_LOST and {layer, direction, step} in
+//   error[1..4) instead of a hang.
 // - Progress (progress not null; the host path's zero-copy last layer, whose out is page-locked
 //   host memory): progress[w * 2 + d] is written, for every window w < batch and direction d,
 //   with the number of steps n whose rows out[(w * frames + t) * 256 + d * 128 + 0 .. 128) are
@@ -126,8 +128,13 @@ struct bl_recurrence_cluster_params {
     // Progress words [batch][2] (window-major, then direction) in host memory the host reads
     // while the layer runs, or null (see "Progress" in the contract above).
     bl_u32* progress;
+    // Nonzero: every output value is stored rounded to TF32 (bl_output_value; TF32 mode, a
+    // layer whose next projection reads its input as stored). The final states stay exact.
+    // The register-quad and 16-window kernels only; the one- and two-window kernels trap on it.
+    bl_u32 out_tf32;
+    bl_u32 reserved;
 };
-static_assert(sizeof(bl_recurrence_cluster_params) == 112,
+static_assert(sizeof(bl_recurrence_cluster_params) == 120,
               "mirrors bilstm_kernels::params::RecurrenceClusterParams");
 
 constexpr int BL_CL_THREADS = BILSTM_CLUSTER_THREADS;
@@ -745,7 +752,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 #pragma unroll
         for (int w = 0; w < WPT; ++w) {
             if ((bl_u32)(group * WPT + w) < valid) {
-                p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] = h[w];
+                p.out[(window_row[w] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] =
+                    bl_output_value(h[w], p.out_tf32);
                 if (step + 1u == frames) {
                     bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
                                          first_window + (bl_u32)(group * WPT + w), unit, h[w], c[w]);
@@ -987,7 +995,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             }
         }
         if (real[g]) {
-            *out_ptr[g] = h;
+            *out_ptr[g] = bl_output_value(h, p.out_tf32);
         }
         out_ptr[g] += out_step;
     };
@@ -1106,7 +1114,17 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
 #define BL_CL_QUAD_BODY(G) bl_recurrence_cluster_quad<G>(p)
 #define BL_CL_TILE_BODY(WPT) bl_recurrence_cluster_tile<WPT>(p)
-#define BL_CL_ENTRY_BODY(S, W) bl_recurrence_cluster<S, W>(p)
+// The one- and two-window kernels store exact outputs only: out_tf32 is refused (a trap; the
+// host never sets it for them, launch/recurrence_cluster.rs), so that their latency-bound step
+// loops carry no rounding (H200 session 14: a rounding select in their writer warps cost 2.6 %
+// at batch 1 even with out_tf32 = 0).
+#define BL_CL_ENTRY_BODY(S, W)          \
+    do {                                \
+        if (p.out_tf32 != 0u) {         \
+            asm volatile("trap;");      \
+        }                               \
+        bl_recurrence_cluster<S, W>(p); \
+    } while (0)
 #else
 // Before sm_90 there are no thread-block clusters: the entries trap (the plan never picks them).
 #define BL_CL_ENTRY_BODY(S, W) \

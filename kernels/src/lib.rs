@@ -83,10 +83,14 @@ pub enum KernelId {
     /// `bilstm_projection_tf32_wgmma` (`projection_tf32x3.cu`): the TF32 projection on warpgroup
     /// MMA (compute capability 9.0, `MathMode::Tf32`).
     ProjectionTf32Wgmma,
+    /// `bilstm_projection_tf32_resident` (`projection_tf32x3.cu`): the TF32 projection with one
+    /// column tile's weights resident and the activations copied by TMA (compute capability 9.0,
+    /// `MathMode::Tf32`, layers whose input a recurrence stored rounded to TF32).
+    ProjectionTf32Resident,
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 17] = [
+pub const ALL: [KernelId; 18] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -104,6 +108,7 @@ pub const ALL: [KernelId; 17] = [
     KernelId::ProjectionTf32x3Small,
     KernelId::ProjectionTf32x3Wgmma,
     KernelId::ProjectionTf32Wgmma,
+    KernelId::ProjectionTf32Resident,
 ];
 
 /// A kernel: its entry point, its source file and how it is launched.
@@ -468,6 +473,26 @@ pub const PROJECTION_TF32_WGMMA: Kernel = Kernel {
     dynamic_shared_bytes: geometry::PROJ_WG_SHARED_BYTES as u32,
 };
 
+/// `bilstm_projection_tf32_resident`: the TF32 projection for `MathMode::Tf32` layers whose
+/// input holds TF32 values (the previous layer's recurrence stores them rounded): each block
+/// keeps one 128-column tile's TF32 weights (`PackedOffsets::input_tf32_wgmma`, the natural-order
+/// image) resident in shared memory, and its two warpgroups stream 64-row blocks of activations
+/// by TMA through a tensor map, one `m64n128k8` a k-step with both operands in shared memory.
+/// Compute capability 9.0 (`compute_90a`; a trap elsewhere). Not cooperative; persistent: grid
+/// `(8 * J, 1, 1)`, 256 threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic shared bytes;
+/// parameters [`params::ProjectionParams`] then two [`params::TensorMap`]s, the activations' and
+/// the output's (the outputs leave through shared memory by TMA stores; see its contract in
+/// `projection_tf32x3.cu`). Same bits as [`PROJECTION_TF32_WGMMA`] over the same values.
+pub const PROJECTION_TF32_RESIDENT: Kernel = Kernel {
+    id: KernelId::ProjectionTf32Resident,
+    entry: "bilstm_projection_tf32_resident",
+    source_name: "projection_tf32x3.cu",
+    source: PROJECTION_TF32X3_SOURCE,
+    launch: LaunchKind::Plain,
+    block_threads: geometry::BLOCK_THREADS as u32,
+    dynamic_shared_bytes: geometry::PROJ_RES_SHARED_BYTES as u32,
+};
+
 impl KernelId {
     /// The kernel's description.
     pub const fn kernel(self) -> &'static Kernel {
@@ -489,6 +514,7 @@ impl KernelId {
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
             KernelId::ProjectionTf32x3Wgmma => &PROJECTION_TF32X3_WGMMA,
             KernelId::ProjectionTf32Wgmma => &PROJECTION_TF32_WGMMA,
+            KernelId::ProjectionTf32Resident => &PROJECTION_TF32_RESIDENT,
         }
     }
 
@@ -512,6 +538,7 @@ impl KernelId {
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",
             KernelId::ProjectionTf32x3Wgmma => "projection_tf32x3_wgmma",
             KernelId::ProjectionTf32Wgmma => "projection_tf32_wgmma",
+            KernelId::ProjectionTf32Resident => "projection_tf32_resident",
         }
     }
 }

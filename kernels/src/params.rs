@@ -170,8 +170,13 @@ pub struct RecurrenceClusterParams {
     /// count of steps whose output rows the host may read (the kernel's "Progress" contract);
     /// 0 reports none.
     pub progress: u64,
+    /// Nonzero: outputs stored rounded to TF32 (`bl_output_value`; the register-quad kernels
+    /// only, the others refuse it); the final states exact.
+    pub out_tf32: u32,
+    /// Zero.
+    pub reserved: u32,
 }
-const _: () = assert!(size_of::<RecurrenceClusterParams>() == 112);
+const _: () = assert!(size_of::<RecurrenceClusterParams>() == 120);
 
 /// Parameters of `bilstm_projection_tf32` (`bl_projection_tf32_params` in `projection_tf32.cu`).
 #[repr(C)]
@@ -198,6 +203,17 @@ pub struct ProjectionTf32Params {
     pub reserved: u32,
 }
 const _: () = assert!(size_of::<ProjectionTf32Params>() == 56);
+
+/// `bl_tensor_map` (kernels/cuda/projection_tf32x3.cu): an encoded `CUtensorMap` (128 opaque
+/// bytes, 64-byte aligned), the second parameter of `bilstm_projection_tf32_resident`, made by
+/// the driver's `cuTensorMapEncodeTiled` on the host for each launch.
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorMap {
+    /// The driver's encoding.
+    pub words: [u64; 16],
+}
+const _: () = assert!(size_of::<TensorMap>() == 128 && core::mem::align_of::<TensorMap>() == 64);
 
 #[cfg(test)]
 mod tests {
@@ -339,6 +355,8 @@ mod tests {
             offset_of!(RecurrenceClusterParams, progress),
         ];
         assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84, 88, 96, 104]);
+        assert_eq!(offset_of!(RecurrenceClusterParams, out_tf32), 112);
+        assert_eq!(offset_of!(RecurrenceClusterParams, reserved), 116);
     }
 
     #[test]

@@ -43,6 +43,21 @@ pub(crate) struct ProjectionArgs {
     pub in_width: usize,
 }
 
+impl ProjectionArgs {
+    /// The kernels' `bl_projection_params` for these buffers, with `rows` and `in_width` as
+    /// `check_io` checked them.
+    pub(crate) fn params(&self, rows: u32, in_width: u32) -> KernelArg<ProjectionParams> {
+        KernelArg(ProjectionParams {
+            x: self.x.addr,
+            weights: [self.weights[0].addr, self.weights[1].addr],
+            out: self.out.addr,
+            out_direction_stride: self.direction_stride as u64,
+            rows,
+            in_width,
+        })
+    }
+}
+
 /// Alignments a projection kernel needs beyond what both share (the FP32 tiles and the TF32
 /// tile load and store with different vector widths).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,14 +190,7 @@ pub(crate) fn check(
     let (rows, in_width) = check_io(kernel, args, align)?;
     let row_tiles = args.rows.div_ceil(edge);
     require(kernel, "grid.x", row_tiles, i32::MAX as usize)?;
-    let params = KernelArg(ProjectionParams {
-        x: args.x.addr,
-        weights: [args.weights[0].addr, args.weights[1].addr],
-        out: args.out.addr,
-        out_direction_stride: args.direction_stride as u64,
-        rows,
-        in_width,
-    });
+    let params = args.params(rows, in_width);
     let cfg = LaunchConfig {
         grid_dim: (row_tiles as u32, (GATE_ROWS / edge) as u32, 2),
         block_dim: (bilstm_kernels::PROJECTION_SMALL.block_threads, 1, 1),

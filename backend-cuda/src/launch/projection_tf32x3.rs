@@ -14,17 +14,18 @@
 //! `device::launch_shape`) once.
 
 use bilstm_core::geometry::{
-    GATE_ROWS, K_PAD, PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS,
-    PROJ_TF32X3_TILE_COLS, PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TF32_TILE_COLS,
-    PROJ_WG_TILE_COLS, PROJ_WG_TILE_ROWS,
+    GATE_ROWS, K_PAD, PROJ_RES_BLOCK_ROWS, PROJ_RES_COL_TILES, PROJ_RES_MAX_K_TILES,
+    PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS,
+    PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TF32_TILE_COLS, PROJ_WG_TILE_COLS,
+    PROJ_WG_TILE_ROWS,
 };
 use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::Kernel;
-use bilstm_kernels::params::ProjectionParams;
-use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig};
+use bilstm_kernels::params::{ProjectionParams, TensorMap};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::projection::{IoAlignment, ProjectionArgs, check_io, require_tensor_cores};
-use super::{KernelArg, LaunchMode, launch_kernel, require};
+use super::{KernelArg, LaunchMode, launch_kernel, require, require_aligned, require_multiple};
 use crate::error::CudaError;
 
 /// The kernel of a tile of projection_tf32x3.cu (the 3xTF32 tiles and the warpgroup TF32 one)
@@ -109,14 +110,7 @@ pub(crate) fn check(
         row_tiles
     };
     require(kernel, "grid.x", grid_x, i32::MAX as usize)?;
-    let params = KernelArg(ProjectionParams {
-        x: args.x.addr,
-        weights: [args.weights[0].addr, args.weights[1].addr],
-        out: args.out.addr,
-        out_direction_stride: args.direction_stride as u64,
-        rows,
-        in_width,
-    });
+    let params = args.params(rows, in_width);
     let cfg = LaunchConfig {
         grid_dim: if wgmma {
             (grid_x as u32, 1, 1)
@@ -166,6 +160,158 @@ pub(crate) fn launch(
     // the weights, and stream order finishes the previous readers of the output before this
     // kernel runs.
     unsafe { launch_kernel(func, stream, kernel, &params, cfg, LaunchMode::Ordinary) }
+}
+
+/// The widest layer input the resident TF32 entry takes: its weights for that many K values
+/// fill the resident image (`PROJ_RES_MAX_K_TILES` K tiles).
+pub(crate) const RESIDENT_MAX_WIDTH: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_K_TILE;
+
+/// Whether the TF32 projection of a layer with `in_width` inputs runs
+/// `bilstm_projection_tf32_resident` on a device of `compute_capability` (whose previous layer's
+/// recurrence must then store its outputs rounded to TF32): 9.0, a layer after the first (the
+/// model's own input is not rounded), and an input width the tensor map and the resident image
+/// take. It depends on the layer and the device only, never on the batch, so a window's bits
+/// never do either (the backend may turn it off as a whole: `RESIDENT_PROJECTION_ENV`).
+pub(crate) fn resident_applies(
+    compute_capability: (u32, u32),
+    layer: usize,
+    in_width: usize,
+) -> bool {
+    layer > 0
+        && bilstm_core::plan::wgmma_available(compute_capability)
+        && in_width.is_multiple_of(4)
+        && (1..=RESIDENT_MAX_WIDTH).contains(&in_width)
+}
+
+/// Checks `args` against the launch contract of `bilstm_projection_tf32_resident` (weights:
+/// each direction's natural-order TF32 image, `PackedOffsets::input_tf32_wgmma`) on a device of
+/// `compute_capability` with `sm_count` multiprocessors, and returns its parameters and launch
+/// configuration: `PROJ_RES_COL_TILES` blocks for each set of two 64-row blocks up to one block
+/// an SM (a multiple of `PROJ_RES_COL_TILES` blocks, at least one set).
+///
+/// # Errors
+/// [`CudaError::Unsupported`] off 9.0; [`CudaError::Contract`] for a width the entry does not
+/// take (not a multiple of 4, above [`RESIDENT_MAX_WIDTH`]), rows past the TMA coordinates'
+/// signed 32-bit range, a misaligned input (16 bytes) or the checks of the other warpgroup
+/// entries (lengths, alignment).
+pub(crate) fn check_resident(
+    compute_capability: (u32, u32),
+    sm_count: u32,
+    args: &ProjectionArgs,
+) -> Result<(KernelArg<ProjectionParams>, LaunchConfig), CudaError> {
+    let handle = &bilstm_kernels::PROJECTION_TF32_RESIDENT;
+    let kernel = handle.entry;
+    if !bilstm_core::plan::wgmma_available(compute_capability) {
+        return Err(CudaError::Unsupported {
+            what: "the resident TF32 projection",
+            reason: format!(
+                "compute capability {}.{} has no wgmma or TMA (9.0 only)",
+                compute_capability.0, compute_capability.1
+            ),
+        });
+    }
+    let align = IoAlignment {
+        weights_bytes: 16,
+        stride_floats: 2,
+        out_bytes: 8,
+        weight_parts: 1,
+        k_pad: PROJ_WG_K_TILE,
+    };
+    let (rows, in_width) = check_io(kernel, args, align)?;
+    require_multiple(kernel, "input width multiple", args.in_width, 4)?;
+    require(
+        kernel,
+        "input width at most",
+        args.in_width,
+        RESIDENT_MAX_WIDTH,
+    )?;
+    // The last block's first row is a signed 32-bit TMA coordinate.
+    require(
+        kernel,
+        "rows within TMA coordinates",
+        args.rows.div_ceil(PROJ_RES_BLOCK_ROWS) * PROJ_RES_BLOCK_ROWS,
+        i32::MAX as usize,
+    )?;
+    require_aligned(kernel, "input alignment for TMA", args.x.addr, 16)?;
+    require_aligned(kernel, "output alignment for TMA", args.out.addr, 16)?;
+    require_multiple(
+        kernel,
+        "direction stride multiple for TMA",
+        args.direction_stride,
+        4,
+    )?;
+    let blocks = args.rows.div_ceil(PROJ_RES_BLOCK_ROWS);
+    let sets = blocks
+        .div_ceil(2)
+        .min(sm_count as usize / PROJ_RES_COL_TILES)
+        .max(1);
+    let grid_x = sets * PROJ_RES_COL_TILES;
+    let params = args.params(rows, in_width);
+    let cfg = LaunchConfig {
+        grid_dim: (grid_x as u32, 1, 1),
+        block_dim: (handle.block_threads, 1, 1),
+        shared_mem_bytes: handle.dynamic_shared_bytes,
+    };
+    Ok((params, cfg))
+}
+
+// SAFETY: `TensorMap` is `#[repr(C, align(64))]`, `Copy`, 128 bytes of plain integers: the
+// driver's encoded `CUtensorMap`, mirrored by `bl_tensor_map` in projection_tf32x3.cu (128
+// bytes, 64-byte aligned, asserted on both sides). Kernel parameters are copied by value.
+unsafe impl DeviceRepr for KernelArg<TensorMap> {}
+
+/// Launches the resident TF32 projection of both directions of one layer on `stream`.
+///
+/// `func` must be `bilstm_projection_tf32_resident`, loaded for this device with its dynamic
+/// shared limit raised (as `Kernels::load` does); the layer input must hold TF32 values (the
+/// previous recurrence ran with `out_tf32`), else the tensor cores truncate it.
+///
+/// # Errors
+/// As [`check_resident`]; [`CudaError::Driver`] when the driver cannot encode the tensor map;
+/// [`CudaError::Launch`] when it refuses the launch.
+pub(crate) fn launch_resident(
+    func: &CudaFunction,
+    stream: &CudaStream,
+    compute_capability: (u32, u32),
+    sm_count: u32,
+    args: &ProjectionArgs,
+) -> Result<(), CudaError> {
+    let kernel = bilstm_kernels::PROJECTION_TF32_RESIDENT.entry;
+    let (params, cfg) = check_resident(compute_capability, sm_count, args)?;
+    let map = KernelArg(super::sys::activation_map(
+        args.x.addr,
+        args.rows,
+        args.in_width,
+    )?);
+    let out_map = KernelArg(super::sys::gates_map(
+        args.out.addr,
+        args.rows,
+        args.direction_stride,
+    )?);
+    let mut builder = stream.launch_builder(func);
+    builder.arg(&params);
+    builder.arg(&map);
+    builder.arg(&out_map);
+    // SAFETY: `func` is bilstm_projection_tf32_resident (loaded by that name); its parameters
+    // are bl_projection_params (mirrored by `KernelArg<ProjectionParams>`, 48 bytes) and two
+    // bl_tensor_map (`KernelArg<TensorMap>`, 128 bytes each), in that order. `check_resident`
+    // established its launch contract: compute capability 9.0 (the entry is the real kernel);
+    // x 16-byte aligned holding rows * in_width floats, in_width a multiple of 4 in 1..=256,
+    // rows below 2^31 in whole 64-row blocks; each direction's weights hold
+    // proj_wg_padded_in(in_width) * 512 floats from a 16-byte aligned base (the whole resident
+    // image is read); the output holds direction_stride + rows * 512 floats, 8-byte aligned,
+    // direction_stride >= rows * 512 and even; the grid is a positive multiple of 8 blocks of 256
+    // threads with exactly the entry's dynamic shared bytes (which Kernels::load allowed; were it
+    // not, the driver refuses the launch). The tensor maps were encoded by the driver over
+    // exactly x's rows * in_width floats (`sys::activation_map`) and the output's two
+    // directions of rows * 512 floats at direction_stride (`sys::gates_map`; the output 16-byte
+    // aligned, the stride a multiple of 4), so the copies touch nothing else. The
+    // output (the backend's projection buffer) overlaps neither the input nor the weights, and
+    // stream order finishes its previous readers first.
+    let launched = unsafe { builder.launch(cfg) };
+    launched
+        .map(|_| ())
+        .map_err(|e| CudaError::Launch { kernel, source: e })
 }
 
 #[cfg(test)]
@@ -308,6 +454,74 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn the_resident_entry_runs_whole_column_tile_sets_on_9_0_only() {
+        let resident_args = |rows: usize, width: usize| {
+            let mut a = args(rows, width);
+            for w in &mut a.weights {
+                w.len = bilstm_core::layout::tf32_wgmma_image_len(width, GATE_ROWS);
+            }
+            a
+        };
+        // Batch 1: 589 rows = 10 blocks of 64, two a set: 5 sets of 8 column-tile blocks.
+        let (p, cfg) = check_resident((9, 0), 132, &resident_args(589, 256)).unwrap();
+        assert_eq!(cfg.grid_dim, (40, 1, 1));
+        assert_eq!(cfg.block_dim, (256, 1, 1));
+        assert_eq!(
+            (cfg.block_dim.0, cfg.shared_mem_bytes),
+            crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32Resident)
+        );
+        assert_eq!(
+            cfg.shared_mem_bytes as usize,
+            bilstm_core::geometry::PROJ_RES_SHARED_BYTES
+        );
+        assert_eq!((p.0.rows, p.0.in_width), (589, 256));
+        // Batch 256: 2,356 blocks; 132 SMs hold 16 whole sets (128 blocks); one SM: one set.
+        let (_, big) = check_resident((9, 0), 132, &resident_args(256 * 589, 256)).unwrap();
+        assert_eq!(big.grid_dim, (128, 1, 1));
+        let (_, one) = check_resident((9, 0), 1, &resident_args(256 * 589, 256)).unwrap();
+        assert_eq!(one.grid_dim, (8, 1, 1));
+        // The weights are the one-part natural image: the split image's length is not enough
+        // to pass for it, and a shorter one is refused.
+        let mut a = resident_args(10, 256);
+        a.weights[1].len -= 1;
+        assert!(matches!(
+            check_resident((9, 0), 132, &a),
+            Err(CudaError::Contract {
+                what: "weight values",
+                ..
+            })
+        ));
+        let refused = |a: ProjectionArgs, what: &str| match check_resident((9, 0), 132, &a) {
+            Err(CudaError::Contract { what: w, .. }) => assert_eq!(w, what),
+            other => panic!("{what}: {other:?}"),
+        };
+        refused(resident_args(10, 62), "input width multiple");
+        refused(resident_args(10, 260), "input width at most");
+        let mut a = resident_args(10, 256);
+        a.x.addr += 4;
+        refused(a, "input alignment for TMA");
+        let huge = i32::MAX as usize - 10;
+        let mut a = resident_args(10, 4);
+        a.rows = huge;
+        a.x.len = huge * 4;
+        a.out.len = 2 * huge * GATE_ROWS;
+        a.direction_stride = huge * GATE_ROWS;
+        refused(a, "rows within TMA coordinates");
+        for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+            assert!(matches!(
+                check_resident(cc, 132, &resident_args(589, 256)),
+                Err(CudaError::Unsupported { .. })
+            ));
+        }
+        // Which layers take it: after the first, widths of whole 16-byte rows up to 256.
+        assert!(resident_applies((9, 0), 1, 256));
+        assert!(!resident_applies((9, 0), 0, 256));
+        assert!(!resident_applies((9, 0), 1, 258));
+        assert!(!resident_applies((9, 0), 1, 62));
+        assert!(!resident_applies((8, 0), 1, 256));
     }
 
     #[test]

@@ -52,7 +52,15 @@ pub(crate) struct ClusterArgs {
     /// Progress words `[batch, 2]` (u32) the kernel reports finished steps in, or `None` (the
     /// contract's "Progress"; only for a layer whose output is device-mapped host memory).
     pub progress: Option<Span>,
+    /// Store the outputs rounded to TF32 (the next layer's projection reads them as stored);
+    /// kernels of at least [`QUAD_MIN_WINDOWS`] windows a cluster only.
+    pub out_tf32: bool,
 }
+
+/// The fewest windows a cluster of the kernels that can store TF32 outputs
+/// (`bilstm_recurrence_cluster2w4`, `2w8`, `2w16`; the one- and two-window kernels trap on
+/// `out_tf32`).
+pub(crate) const QUAD_MIN_WINDOWS: usize = 4;
 
 /// The cluster size and windows per cluster of `kernel`, or [`CudaError::Internal`] if it is not
 /// a cluster kernel.
@@ -77,6 +85,15 @@ pub(crate) fn check(
     let name = kernel.entry;
     let (size, windows) = cluster_shape(kernel)?;
     require(name, "batch", 1, args.batch)?;
+    if args.out_tf32 {
+        // Only the register-quad and 16-window kernels round their outputs; the others trap.
+        require(
+            name,
+            "windows a cluster for TF32 outputs",
+            QUAD_MIN_WINDOWS,
+            windows as usize,
+        )?;
+    }
     require(name, "frames", 1, args.frames)?;
     require(
         name,
@@ -138,6 +155,8 @@ pub(crate) fn check(
         state_h,
         state_c,
         progress,
+        out_tf32: u32::from(args.out_tf32),
+        reserved: 0,
     };
     Ok((params, grid))
 }
@@ -270,7 +289,8 @@ pub(crate) fn launch(
 mod tests {
     use super::*;
     use bilstm_kernels::{
-        RECURRENCE_CLUSTER2, RECURRENCE_CLUSTER2W2, RECURRENCE_CLUSTER4, RECURRENCE_RESIDENT,
+        RECURRENCE_CLUSTER2, RECURRENCE_CLUSTER2W2, RECURRENCE_CLUSTER2W4, RECURRENCE_CLUSTER2W8,
+        RECURRENCE_CLUSTER2W16, RECURRENCE_CLUSTER4, RECURRENCE_RESIDENT,
     };
 
     fn args() -> ClusterArgs {
@@ -290,6 +310,7 @@ mod tests {
             stall_cta: None,
             state: None,
             progress: None,
+            out_tf32: false,
         }
     }
 
@@ -298,6 +319,7 @@ mod tests {
         let (p, grid) = check(&RECURRENCE_CLUSTER4, &args()).unwrap();
         assert_eq!(grid, 33 * 2 * 4);
         assert_eq!((p.batch, p.frames, p.layer, p.stall_cta), (33, 589, 2, -1));
+        assert_eq!((p.out_tf32, p.reserved), (0, 0));
         let (p, grid) = check(&RECURRENCE_CLUSTER2, &args()).unwrap();
         assert_eq!(grid, 33 * 2 * 2);
         assert_eq!(p.batch, 33);
@@ -314,6 +336,31 @@ mod tests {
             len: 66,
         });
         assert_eq!(check(&RECURRENCE_CLUSTER2, &a).unwrap().0.progress, 1 << 22);
+    }
+
+    #[test]
+    fn only_the_register_quad_kernels_take_tf32_outputs() {
+        let mut a = args();
+        a.out_tf32 = true;
+        for k in [
+            &RECURRENCE_CLUSTER2W4,
+            &RECURRENCE_CLUSTER2W8,
+            &RECURRENCE_CLUSTER2W16,
+        ] {
+            assert_eq!(check(k, &a).unwrap().0.out_tf32, 1, "{}", k.entry);
+        }
+        for k in [
+            &RECURRENCE_CLUSTER2,
+            &RECURRENCE_CLUSTER4,
+            &RECURRENCE_CLUSTER2W2,
+        ] {
+            match check(k, &a) {
+                Err(CudaError::Contract { what, .. }) => {
+                    assert_eq!(what, "windows a cluster for TF32 outputs", "{}", k.entry)
+                }
+                other => panic!("{}: {other:?}", k.entry),
+            }
+        }
     }
 
     #[test]

@@ -188,3 +188,107 @@ pub(crate) fn record_event(
     }
     .result()
 }
+
+/// The tensor map of `bilstm_projection_tf32_resident`'s activation copies (its contract in
+/// kernels/cuda/projection_tf32x3.cu): FP32, 2-D, dimensions `{in_width, rows}` over the
+/// row-major input at device address `x`, row stride `in_width * 4` bytes, boxes of 32 values x
+/// 64 rows, 128-byte swizzle, out-of-bounds elements zero, L2 promotion of 256 bytes.
+///
+/// # Errors
+/// [`CudaError::Contract`] for sizes the encoding cannot take (checked here: a zero size, a
+/// width whose row stride is not a multiple of 16 bytes, an address not 16-byte aligned);
+/// [`CudaError::Driver`] when the driver refuses the encoding.
+pub(crate) fn activation_map(
+    x: u64,
+    rows: usize,
+    in_width: usize,
+) -> Result<bilstm_kernels::params::TensorMap, crate::error::CudaError> {
+    const KERNEL: &str = "bilstm_projection_tf32_resident";
+    super::require(KERNEL, "tensor map rows", 1, rows)?;
+    super::require(KERNEL, "tensor map width", 1, in_width)?;
+    super::require_multiple(KERNEL, "tensor map row stride", in_width * 4, 16)?;
+    encode_f32_map(
+        x,
+        &[in_width as u64, rows as u64],
+        &[in_width as u64 * 4],
+        &[
+            bilstm_core::geometry::PROJ_WG_K_TILE as u32,
+            bilstm_core::geometry::PROJ_RES_BLOCK_ROWS as u32,
+        ],
+    )
+}
+
+/// The tensor map of `bilstm_projection_tf32_resident`'s output stores: FP32, 3-D, dimensions
+/// `{512, rows, 2}` (gate columns, rows, directions) over the projection buffer at device
+/// address `out`, strides `512 * 4` and `direction_stride * 4` bytes, boxes of 32 columns x 64
+/// rows x 1, 128-byte swizzle (stores outside the dimensions are dropped).
+///
+/// # Errors
+/// As [`activation_map`]: a direction stride not a multiple of 4 floats, an address not
+/// 16-byte aligned, a zero size; the driver's refusal.
+pub(crate) fn gates_map(
+    out: u64,
+    rows: usize,
+    direction_stride: usize,
+) -> Result<bilstm_kernels::params::TensorMap, crate::error::CudaError> {
+    const KERNEL: &str = "bilstm_projection_tf32_resident";
+    let gate_rows = bilstm_core::geometry::GATE_ROWS;
+    super::require(KERNEL, "tensor map rows", 1, rows)?;
+    super::require_multiple(KERNEL, "tensor map direction stride", direction_stride, 4)?;
+    encode_f32_map(
+        out,
+        &[gate_rows as u64, rows as u64, 2],
+        &[gate_rows as u64 * 4, direction_stride as u64 * 4],
+        &[32, 64, 1],
+    )
+}
+
+/// Encodes a tiled FP32 tensor map of rank `dims.len()` (2 or 3) over device address `address`:
+/// `strides` the byte strides of dimensions 1.., `boxes` the box extents, element strides 1, no
+/// interleave, 128-byte swizzle, L2 promotion of 256 bytes, out-of-bounds elements zero.
+fn encode_f32_map(
+    address: u64,
+    dims: &[u64],
+    strides: &[u64],
+    boxes: &[u32],
+) -> Result<bilstm_kernels::params::TensorMap, crate::error::CudaError> {
+    use cudarc::driver::sys::{
+        CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+        CUtensorMapL2promotion, CUtensorMapSwizzle,
+    };
+    const KERNEL: &str = "bilstm_projection_tf32_resident";
+    let rank = dims.len();
+    if !(2..=3).contains(&rank) || strides.len() + 1 != rank || boxes.len() != rank {
+        return Err(crate::error::CudaError::Internal {
+            what: format!("a tensor map of rank {rank} with {} strides", strides.len()),
+        });
+    }
+    super::require_aligned(KERNEL, "tensor map address", address, 16)?;
+    let element_strides = [1u32; 3];
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    // SAFETY: `map` is a live, writable CUtensorMap; `dims` and `boxes` hold `rank` values,
+    // `strides` rank - 1 and `element_strides` at least rank (checked above): what a rank-`rank`
+    // encoding reads. `address` is only recorded in the map, never dereferenced here (the
+    // kernel's copies stay within dims, which the caller's buffer holds). cudarc loads the
+    // symbol from the driver library the backend already opened (the caller holds a context).
+    let status = unsafe {
+        cudarc::driver::sys::cuTensorMapEncodeTiled(
+            &mut map,
+            CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            rank as u32,
+            address as *mut core::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    status
+        .result()
+        .map_err(crate::error::CudaError::driver("encoding a tensor map"))?;
+    Ok(bilstm_kernels::params::TensorMap { words: map.opaque })
+}

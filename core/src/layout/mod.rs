@@ -13,6 +13,7 @@
 //! | input weights, gate-major, TF32-rounded | `[4H, padded_in]` | [`pack_input_tf32_into`] |
 //! | input weights, K-major, 3xTF32 high parts then remainders | `[2, padded_in, 4H]` | [`pack_input_x3_into`] |
 //! | input weights, 3xTF32 parts as the warpgroup-MMA shared image (9.0) | `[2, 4H / 128, ceil(in / 32), 128 x 32]` swizzled | [`pack_input_x3_wgmma_into`] |
+//! | input weights, TF32 high parts as the natural-order warpgroup-MMA image (9.0) | `[4H / 128, ceil(in / 32), 128 x 32]` swizzled | [`pack_input_tf32_wgmma_into`] |
 //! | recurrent weights, row per gate | `[4H, H]` | [`pack_recurrent_into`] |
 //! | recurrent weights, K-major | `[H, 4H]` | [`pack_recurrent_kmajor_into`] |
 //! | combined bias `Wb + Rb` | `[4H]` | [`pack_bias_into`] |
@@ -32,8 +33,9 @@ use core::fmt;
 pub use onnx::OnnxLayer;
 pub use packed::{
     PackedOffsets, StackPacking, pack_bias_into, pack_input_kmajor_into, pack_input_tf32_into,
-    pack_input_x3_into, pack_input_x3_wgmma_into, pack_recurrent_into, pack_recurrent_kmajor_into,
-    padded_in, wgmma_image_len, wgmma_k_slot, wgmma_tile_offset,
+    pack_input_tf32_wgmma_into, pack_input_x3_into, pack_input_x3_wgmma_into, pack_recurrent_into,
+    pack_recurrent_kmajor_into, padded_in, tf32_wgmma_image_len, wgmma_image_len, wgmma_k_slot,
+    wgmma_tile_offset,
 };
 pub use panel::{
     PANEL_COLS, PANEL_UNITS, pack_panel_bias_into, pack_panel_strips_into, packed_col_of_panel_col,

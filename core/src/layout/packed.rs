@@ -132,6 +132,59 @@ pub fn pack_input_x3_wgmma_into(
     order: GateOrder,
     out: &mut [f32],
 ) -> Result<(), CoreError> {
+    pack_wgmma_image(input, width, hidden, order, out, WgmmaImage::SplitPairSlots)
+}
+
+/// Floats of one direction's natural-order TF32 warpgroup-MMA image for an input of `width`:
+/// `proj_wg_padded_in(width) * rows` (high parts only).
+pub const fn tf32_wgmma_image_len(width: usize, rows: usize) -> usize {
+    proj_wg_padded_in(width) * rows
+}
+
+/// Packs input weights `[4H, width]` (source `order`) for the resident TF32 projection
+/// (`bilstm_projection_tf32_resident`, which reads activations and weights from shared memory)
+/// into `out` ([`tf32_wgmma_image_len`] values): the TF32 high parts ([`super::split_tf32`]`.0`,
+/// the values the other warpgroup image's first part holds), per column tile of
+/// `PROJ_WG_TILE_COLS` packed gate rows, per K tile of `PROJ_WG_K_TILE`, in the 128-byte swizzle
+/// of [`wgmma_tile_offset`] with k in its natural slot (`slot = k % PROJ_WG_K_TILE`, as the
+/// activations' TMA copies land). Padding (k >= width) is zero.
+///
+/// # Errors
+/// As [`pack_input_x3_wgmma_into`].
+pub fn pack_input_tf32_wgmma_into(
+    input: &[f32],
+    width: usize,
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+) -> Result<(), CoreError> {
+    pack_wgmma_image(
+        input,
+        width,
+        hidden,
+        order,
+        out,
+        WgmmaImage::HighNaturalSlots,
+    )
+}
+
+/// Which warpgroup-MMA weight image [`pack_wgmma_image`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WgmmaImage {
+    /// High parts then remainders, k at [`wgmma_k_slot`] (register A fragments).
+    SplitPairSlots,
+    /// High parts only, k at its natural slot (A from shared memory).
+    HighNaturalSlots,
+}
+
+fn pack_wgmma_image(
+    input: &[f32],
+    width: usize,
+    hidden: usize,
+    order: GateOrder,
+    out: &mut [f32],
+    image: WgmmaImage,
+) -> Result<(), CoreError> {
     let rows = GATES * hidden;
     check_input_len(input, rows, width)?;
     check_len(
@@ -140,9 +193,14 @@ pub fn pack_input_x3_wgmma_into(
         rows,
     )?;
     let padded = proj_wg_padded_in(width);
+    let parts = if image == WgmmaImage::SplitPairSlots {
+        2
+    } else {
+        1
+    };
     check_len(
         "packed warpgroup-MMA input weights length",
-        checked_mul(2 * padded, rows, "packed input")?,
+        checked_mul(parts * padded, rows, "packed input")?,
         out.len(),
     )?;
     let k_tiles = padded / PROJ_WG_K_TILE;
@@ -155,8 +213,12 @@ pub fn pack_input_x3_wgmma_into(
         for k in 0..width {
             let (hi, lo) = super::split_tf32(input[src + k]);
             let (kt, kl) = (k / PROJ_WG_K_TILE, k % PROJ_WG_K_TILE);
-            let at = wgmma_tile_offset(n, wgmma_k_slot(kl));
-            for (part, value) in [(0, hi), (1, lo)] {
+            let slot = match image {
+                WgmmaImage::SplitPairSlots => wgmma_k_slot(kl),
+                WgmmaImage::HighNaturalSlots => kl,
+            };
+            let at = wgmma_tile_offset(n, slot);
+            for (part, value) in [(0, hi), (1, lo)].into_iter().take(parts) {
                 let tile = (part * col_tiles + col_tile) * k_tiles + kt;
                 out[tile * tile_floats + at] = value;
             }
@@ -292,6 +354,9 @@ pub struct PackedOffsets {
     /// The warpgroup-MMA 3xTF32 image of the input weights ([`pack_input_x3_wgmma_into`],
     /// [`wgmma_image_len`] floats).
     pub input_x3_wgmma: usize,
+    /// The natural-order TF32 warpgroup-MMA image of the input weights
+    /// ([`pack_input_tf32_wgmma_into`], [`tf32_wgmma_image_len`] floats).
+    pub input_tf32_wgmma: usize,
     /// Recurrent weights, packed rows `[4H, H]`.
     pub recurrent: usize,
     /// Recurrent weights, K-major `[H, 4H]`.
@@ -342,6 +407,11 @@ impl StackPacking {
                     input_x3: take(checked_mul(2 * padded, rows, "packed input")?)?,
                     input_x3_wgmma: take(checked_mul(
                         2 * proj_wg_padded_in(width),
+                        rows,
+                        "packed input",
+                    )?)?,
+                    input_tf32_wgmma: take(checked_mul(
+                        proj_wg_padded_in(width),
                         rows,
                         "packed input",
                     )?)?,
@@ -434,6 +504,13 @@ impl StackPacking {
                     h,
                     order,
                     &mut out[span(o.input_x3_wgmma, wgmma_image_len(o.width, rows))],
+                )?;
+                pack_input_tf32_wgmma_into(
+                    d.input,
+                    o.width,
+                    h,
+                    order,
+                    &mut out[span(o.input_tf32_wgmma, tf32_wgmma_image_len(o.width, rows))],
                 )?;
                 pack_recurrent_into(d.recurrent, h, order, &mut out[span(o.recurrent, rows * h)])?;
                 pack_recurrent_kmajor_into(
@@ -620,6 +697,42 @@ mod tests {
     }
 
     #[test]
+    fn tf32_wgmma_image_is_the_high_parts_in_natural_slots() {
+        for width in [60, 256, 17] {
+            let w: Vec<f32> = (0..512 * width)
+                .map(|i| ((i as f32) * 0.618_034).sin() * 0.3)
+                .collect();
+            let mut split = vec![0.0f32; wgmma_image_len(width, 512)];
+            pack_input_x3_wgmma_into(&w, width, 128, GateOrder::Torch, &mut split).unwrap();
+            let mut image = vec![f32::NAN; tf32_wgmma_image_len(width, 512)];
+            pack_input_tf32_wgmma_into(&w, width, 128, GateOrder::Torch, &mut image).unwrap();
+            let k_tiles = proj_wg_padded_in(width) / PROJ_WG_K_TILE;
+            let tile = PROJ_WG_TILE_COLS * PROJ_WG_K_TILE;
+            for p in 0..512 {
+                for k in 0..k_tiles * PROJ_WG_K_TILE {
+                    let t = (p / 128) * k_tiles + k / 32;
+                    let natural = image[t * tile + wgmma_tile_offset(p % 128, k % 32)];
+                    let high = split[t * tile + wgmma_tile_offset(p % 128, wgmma_k_slot(k % 32))];
+                    assert_eq!(
+                        natural.to_bits(),
+                        high.to_bits(),
+                        "width {width}, row {p}, k {k}"
+                    );
+                    assert_eq!(natural.to_bits() & 0x1fff, 0);
+                    if k >= width {
+                        assert_eq!(natural.to_bits(), 0);
+                    }
+                }
+            }
+        }
+        let mut short = vec![0.0f32; tf32_wgmma_image_len(256, 512) - 1];
+        assert!(matches!(
+            pack_input_tf32_wgmma_into(&[0.0; 512 * 256], 256, 128, GateOrder::Torch, &mut short),
+            Err(CoreError::Shape { .. })
+        ));
+    }
+
+    #[test]
     fn x3_packing_is_the_split_of_the_kmajor_packing() {
         let w: Vec<f32> = (0..512 * 60)
             .map(|i| ((i as f32) * 0.618_034).sin() * 0.3)
@@ -671,6 +784,7 @@ mod tests {
                     (o.input_tf32, w * 512),
                     (o.input_x3, 2 * w * 512),
                     (o.input_x3_wgmma, 2 * w * 512),
+                    (o.input_tf32_wgmma, w * 512),
                     (o.recurrent, 65536),
                     (o.recurrent_kmajor, 65536),
                     (o.bias, 512),
