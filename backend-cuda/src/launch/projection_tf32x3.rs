@@ -299,15 +299,14 @@ pub(crate) fn launch_resident(
     // x 16-byte aligned holding rows * in_width floats, in_width a multiple of 4 in 1..=256,
     // rows below 2^31 in whole 64-row blocks; each direction's weights hold
     // proj_wg_padded_in(in_width) * 512 floats from a 16-byte aligned base (the whole resident
-    // image is read); the output holds direction_stride + rows * 512 floats, 8-byte aligned,
-    // direction_stride >= rows * 512 and even; the grid is a positive multiple of 8 blocks of 256
-    // threads with exactly the entry's dynamic shared bytes (which Kernels::load allowed; were it
-    // not, the driver refuses the launch). The tensor maps were encoded by the driver over
-    // exactly x's rows * in_width floats (`sys::activation_map`) and the output's two
-    // directions of rows * 512 floats at direction_stride (`sys::gates_map`; the output 16-byte
-    // aligned, the stride a multiple of 4), so the copies touch nothing else. The
-    // output (the backend's projection buffer) overlaps neither the input nor the weights, and
-    // stream order finishes its previous readers first.
+    // image is read); the output holds direction_stride + rows * 512 floats, 16-byte aligned,
+    // direction_stride >= rows * 512 and a multiple of 4; the grid is a positive multiple of 8
+    // blocks of 256 threads with exactly the entry's dynamic shared bytes (which Kernels::load
+    // allowed; were it not, the driver refuses the launch). The tensor maps were encoded by the
+    // driver over exactly x's rows * in_width floats (`sys::activation_map`) and the output's
+    // two directions of rows * 512 floats at direction_stride (`sys::gates_map`), so the copies
+    // touch nothing else. The output (the backend's projection buffer) overlaps neither the
+    // input nor the weights, and stream order finishes its previous readers first.
     let launched = unsafe { builder.launch(cfg) };
     launched
         .map(|_| ())
