@@ -258,8 +258,9 @@ pub const PROJ_WG_SHARED_BYTES: usize =
 /// TF32 projection with resident weights (`bilstm_projection_tf32_resident`, compute capability
 /// 9.0, layers whose input the previous layer's recurrence stored rounded to TF32): rows of one
 /// warpgroup's work block (one `m64n128k8` product a k-step, A and B both read from shared
-/// memory). H200, 2026-12-02 session 14 call 3 (TF32, batch 256, layer 1, two rounds): 64 rows
-/// with 4 stages 0.365-0.366 ms; two 64-row chains a warpgroup (128 rows, 2 stages) 0.389-0.390.
+/// memory; the kernel asserts 64). H200, 2026-12-02 session 14 call 3 (TF32, batch 256, layer 1,
+/// two rounds): 64 rows with 4 stages 0.365-0.366 ms; two 64-row chains a warpgroup (128 rows, 2
+/// stages; that code path since removed) 0.389-0.390.
 pub const PROJ_RES_BLOCK_ROWS: usize = 64;
 /// Resident TF32 projection: the most K tiles ([`PROJ_WG_K_TILE`] each) a block keeps resident:
 /// one 128-column tile's TF32 weights for an input of up to 256 values (128 KiB).

@@ -403,6 +403,10 @@ __device__ __forceinline__ void bl_wg_wait_all() {
     asm volatile("wgmma.wait_group.sync.aligned 0;" : : : "memory");
 }
 
+// The 64 accumulator registers %0 .. %63 of an m64n128 wgmma asm statement (the operands
+// BL_WG_D8(0) .. BL_WG_D8(56) below).
+#define BL_WG_D64_REGS \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
 // Eight accumulator operands d[i] .. d[i + 7] of a wgmma asm statement (read and written).
 #define BL_WG_D8(i)                                                                                  \
     "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]), "+f"(d[(i) + 5]), \
@@ -415,7 +419,7 @@ __device__ __forceinline__ void bl_wgmma_tf32(float (&d)[64], const bl_u32 (&a)[
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %68, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        BL_WG_D64_REGS
         "{%64, %65, %66, %67}, %69, p, 1, 1;\n\t}"
         : BL_WG_D8(0), BL_WG_D8(8), BL_WG_D8(16), BL_WG_D8(24), BL_WG_D8(32), BL_WG_D8(40), BL_WG_D8(48), BL_WG_D8(56)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(b));
@@ -747,7 +751,7 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 //   sum alike in either order).
 // - Postconditions: every out[d][row, col] for row < rows is written exactly once (by the
 //   tensor-copy engine, complete when the kernel is), nothing else.
-// - Epilogue: after a block's last K tile each chain's 64 x 128 accumulators go through the
+// - Epilogue: after a block's last K tile its 64 x 128 accumulators go through the
 //   warpgroup's staging in two 64-column halves (st.shared, fence.proxy.async, a warpgroup
 //   barrier, two TMA stores by the warpgroup's first thread, which waits for their reads before
 //   the staging is written again). H200 session 14: the per-thread 64-bit global stores this
@@ -761,10 +765,8 @@ struct __align__(64) bl_tensor_map {
 static_assert(sizeof(bl_tensor_map) == 128, "mirrors CUtensorMap (bilstm_kernels::params::TensorMap)");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A warpgroup's block: CHAINS row groups of 64, each with its own accumulators (independent
-// product chains in flight); one TMA box (32 values x BLOCK_ROWS rows) a step.
+// A warpgroup's block: 64 rows, one m64 product chain; one TMA box (32 values x 64 rows) a step.
 constexpr int BL_RES_ROWS = BILSTM_PROJ_RES_BLOCK_ROWS;
-constexpr int BL_RES_CHAINS = BL_RES_ROWS / 64;
 constexpr int BL_RES_MAX_KT = BILSTM_PROJ_RES_MAX_K_TILES;
 constexpr int BL_RES_STAGES = BILSTM_PROJ_RES_STAGES;
 // A stage is refilled LAG steps after the step that last read it (two where the ring is deep
@@ -773,7 +775,7 @@ constexpr int BL_RES_LAG = BL_RES_STAGES >= 5 ? 2 : 1;
 constexpr bl_u32 BL_RES_COL_TILES = BILSTM_PROJ_RES_COL_TILES;
 constexpr bl_u32 BL_RES_A_BYTES = BL_RES_ROWS * BL_WG_KT * 4;
 constexpr bl_u32 BL_RES_B_BYTES = BL_WG_COLS * BL_WG_KT * 4;
-// The output staging of a warpgroup: 64 rows x 64 columns (half a chain's tile) as two TMA-store
+// The output staging of a warpgroup: 64 rows x 64 columns (half a block's tile) as two TMA-store
 // boxes of 32 columns, each 64 rows of 128 bytes in the 128-byte swizzle.
 constexpr bl_u32 BL_RES_OUT_BOX_BYTES = 64 * 32 * 4;
 constexpr bl_u32 BL_RES_OUT_BYTES = 2 * BL_RES_OUT_BOX_BYTES;
@@ -783,7 +785,7 @@ constexpr bl_u32 BL_RES_OUT_AT = BL_RES_MAX_KT * BL_RES_B_BYTES + 2 * BL_RES_STA
 constexpr bl_u32 BL_RES_BAR_AT = BL_RES_OUT_AT + 2 * BL_RES_OUT_BYTES;
 static_assert(BL_RES_BAR_AT + 8 + 2 * 2 * BL_RES_STAGES * 8 <= BILSTM_PROJ_RES_SHARED_BYTES,
               "shared bytes: the weights, the stages, then the mbarriers");
-static_assert(BL_RES_ROWS % 64 == 0 && BL_RES_CHAINS >= 1 && BL_WG_COLS == 128 && BL_WG_KT == 32,
+static_assert(BL_RES_ROWS == 64 && BL_WG_COLS == 128 && BL_WG_KT == 32,
               "m64n128k8 products, one 128-byte row a K tile");
 static_assert(BL_RES_A_BYTES % 1024 == 0 && BL_RES_B_BYTES % 1024 == 0, "1,024-byte swizzle atoms");
 static_assert(BL_RES_STAGES > BL_RES_LAG, "a stage ahead of the one being refilled");
@@ -795,7 +797,7 @@ __device__ __forceinline__ void bl_wgmma_tf32_ss(float (&d)[64], bl_u64 a, bl_u6
     asm volatile(
         "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        BL_WG_D64_REGS
         "%64, %65, p, 1, 1;\n\t}"
         : BL_WG_D8(0), BL_WG_D8(8), BL_WG_D8(16), BL_WG_D8(24), BL_WG_D8(32), BL_WG_D8(40), BL_WG_D8(48), BL_WG_D8(56)
         : "l"(a), "l"(b), "r"(accumulate));
@@ -861,9 +863,7 @@ __device__ __forceinline__ void bl_wg_barrier(bl_u32 wgroup) {
 // warpgroup's first thread issues the TMA copy of step f + STAGES - LAG into the stage step
 // f - LAG used, once every warp of the warpgroup has released it (empty barrier, one arrival a
 // warp, made after `wgmma.wait_group 1` shows that step's products complete). Products run one
-// group ahead: the group of step f is committed before the warps wait for step f - 1's; within
-// a step the CHAINS row groups' products alternate, so that as many accumulator chains are in
-// flight.
+// group ahead: the group of step f is committed before the warps wait for step f - 1's.
 __device__ __forceinline__ void bl_projection_resident(const bl_projection_params& p, const bl_tensor_map* map,
                                                        const bl_tensor_map* out_map, float* smem) {
     const int tid = threadIdx.x;
@@ -928,14 +928,11 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
 
     const int group = lane / 4;
     const int pair = lane % 4;
-    const int my_row = (warp % 4) * 16 + group;  // this thread's first row in each 64-row group
-    float acc[BL_RES_CHAINS][64];
+    const int my_row = (warp % 4) * 16 + group;  // this thread's first row in the block
+    float acc[64];
 #pragma unroll
-    for (int h = 0; h < BL_RES_CHAINS; ++h) {
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-            acc[h][i] = 0.0f;
-        }
+    for (int i = 0; i < 64; ++i) {
+        acc[i] = 0.0f;
     }
     bl_u32 f = 0;
     for (bl_u32 i = 0; i < my_blocks; ++i) {
@@ -948,11 +945,8 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             bl_wg_fence();
 #pragma unroll
             for (int c = 0; c < BL_WG_KT / 8; ++c) {
-#pragma unroll
-                for (int h = 0; h < BL_RES_CHAINS; ++h) {
-                    bl_wgmma_tf32_ss(acc[h], bl_wg_desc_sw128(a + (bl_u32)(h * 64 * BL_WG_KT * 4 + c * 32)),
-                                     bl_wg_desc_sw128(b + (bl_u32)(c * 32)), (kt | (bl_u32)c) != 0u ? 1u : 0u);
-                }
+                bl_wgmma_tf32_ss(acc, bl_wg_desc_sw128(a + (bl_u32)(c * 32)), bl_wg_desc_sw128(b + (bl_u32)(c * 32)),
+                                 (kt | (bl_u32)c) != 0u ? 1u : 0u);
             }
             bl_wg_commit();
             // Step f - 1's products are complete: its stage may be refilled.
@@ -972,42 +966,39 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             }
         }
         bl_wg_wait_all();
-        // The epilogue: each chain's 64 x 128 tile in two halves of 64 columns through this
+        // The epilogue: the block's 64 x 128 tile in two halves of 64 columns through this
         // warpgroup's staging (two swizzled boxes of 32 columns), stored by TMA (rows past
-        // `rows` are not written). Accumulator 4 j + q: row my_row + 8 (q / 2) of the chain's
-        // 64, column 8 j + 2 pair + q % 2; in the staging, box (j % 8) / 4, row r, 16-byte chunk
+        // `rows` are not written). Accumulator 4 j + q: row my_row + 8 (q / 2), column
+        // 8 j + 2 pair + q % 2; in the staging, box (j % 8) / 4, row r, 16-byte chunk
         // (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8.
 #pragma unroll
-        for (int h = 0; h < BL_RES_CHAINS; ++h) {
+        for (int half = 0; half < 2; ++half) {
+            if (producer) {
+                bl_bulk_wait_read();  // the previous stores have read the staging
+            }
+            bl_wg_barrier(wgroup);
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                if (producer) {
-                    bl_bulk_wait_read();  // the previous stores have read the staging
-                }
-                bl_wg_barrier(wgroup);
+            for (int j = 8 * half; j < 8 * half + 8; ++j) {
 #pragma unroll
-                for (int j = 8 * half; j < 8 * half + 8; ++j) {
-#pragma unroll
-                    for (int up = 0; up < 2; ++up) {
-                        const bl_u32 r = (bl_u32)(my_row + 8 * up);
-                        const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
-                        const bl_u32 at = staging + (bl_u32)((j % 8) / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u +
-                                          (bl_u32)(pair % 2) * 8u;
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-                                     :
-                                     : "r"(at), "f"(acc[h][4 * j + 2 * up]), "f"(acc[h][4 * j + 2 * up + 1])
-                                     : "memory");
-                    }
+                for (int up = 0; up < 2; ++up) {
+                    const bl_u32 r = (bl_u32)(my_row + 8 * up);
+                    const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
+                    const bl_u32 at = staging + (bl_u32)((j % 8) / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u +
+                                      (bl_u32)(pair % 2) * 8u;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                                 :
+                                 : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
+                                 : "memory");
                 }
-                bl_fence_proxy_async_shared();
-                bl_wg_barrier(wgroup);
-                if (producer) {
-                    const int row0 = (int)((first + i * stride) * BL_RES_ROWS + 64 * h);
-                    const int col0 = (int)(col_tile * BL_WG_COLS + 64 * half);
-                    bl_tma_store_3d(out_map, col0, row0, (int)direction, staging);
-                    bl_tma_store_3d(out_map, col0 + 32, row0, (int)direction, staging + BL_RES_OUT_BOX_BYTES);
-                    bl_bulk_commit();
-                }
+            }
+            bl_fence_proxy_async_shared();
+            bl_wg_barrier(wgroup);
+            if (producer) {
+                const int row0 = (int)((first + i * stride) * BL_RES_ROWS);
+                const int col0 = (int)(col_tile * BL_WG_COLS + 64 * half);
+                bl_tma_store_3d(out_map, col0, row0, (int)direction, staging);
+                bl_tma_store_3d(out_map, col0 + 32, row0, (int)direction, staging + BL_RES_OUT_BOX_BYTES);
+                bl_bulk_commit();
             }
         }
     }
