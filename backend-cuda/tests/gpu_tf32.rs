@@ -1,8 +1,9 @@
 //! GPU: the TF32 tensor-core projections (`ProjectionTile::Tf32`, and on 9.0 the warpgroup one,
 //! `ProjectionTile::Tf32Wgmma`, `MathMode::Tf32`) against the f64 reference (budget
 //! `gpu_budget(MathMode::Tf32)`, 1.1 x cuDNN TF32's error), run to run, and against the FP32
-//! projection of the same backend. `small_tf32_pass_for_sanitizers` is the
-//! pass `scripts/gpu-run.sh` runs under compute-sanitizer.
+//! projection of the same backend, and (on 9.0) the resident TF32 projection against the
+//! streaming one. `small_tf32_pass_for_sanitizers` and `small_tf32_pass_for_sanitizers_resident`
+//! are the passes `scripts/gpu-run.sh` runs under compute-sanitizer.
 
 // Test helpers: a failed expectation is a failed test.
 #![allow(clippy::panic, clippy::expect_used)]
@@ -243,12 +244,52 @@ fn small_tf32_pass_for_sanitizers() {
     }
 }
 
+/// A TF32 backend for `shape` and batches up to `max_batch` whose recurrence is the 2-CTA
+/// cluster kernel with `windows` windows a cluster (a register-quad kernel for 4 and 8), the
+/// warpgroup TF32 projection forced and the resident projection on or off.
+fn prepared_quads(
+    stack: &OwnedStack,
+    max_batch: usize,
+    windows: usize,
+    resident: bool,
+) -> CudaBackend {
+    let mut b = gpu();
+    let config = BackendConfig {
+        shape: stack.shape,
+        max_batch,
+        math: MathMode::Tf32,
+    };
+    b.prepare(&stack.weights().expect("weights"), &config)
+        .unwrap_or_else(|e| panic!("prepare: {e}"));
+    b.set_overrides(Overrides {
+        recurrence: Some(RecurrenceKind::Cluster),
+        projection: Some(ProjectionTile::Tf32Wgmma),
+        cluster_size: Some(2),
+        cluster_windows: Some(windows),
+    })
+    .unwrap_or_else(|e| panic!("forcing 2-CTA clusters of {windows} windows: {e}"));
+    b.set_resident_projection(resident);
+    b
+}
+
+/// The windows a cluster of the last forward's plan (`None`: not the cluster recurrence).
+fn cluster_windows(b: &CudaBackend) -> Option<usize> {
+    let s = b.last_forward().expect("summary");
+    s.plan
+        .schedule
+        .choice
+        .cluster()
+        .map(|c| c.windows_per_cluster)
+}
+
 /// On 9.0, behind the register-quad recurrences, the TF32 layers after the first run the
 /// resident projection (`bilstm_projection_tf32_resident`), whose input the recurrence before
 /// stores rounded to TF32; turned off, every layer runs the streaming warpgroup projection over
 /// unrounded inputs and rounds them itself. Both must give the same bits: the stored rounding is
 /// the one the streaming projection applies, and each k-step's eight products reach the tensor
-/// cores in another order (natural against pairs), which must not change the sum.
+/// cores in another order (natural against pairs), which must not change the sum. Batch 128
+/// with the 4-window quads and 256 with the 8-window ones forced (the plan's own choice at a
+/// batch depends on the driver's cluster count), then 256 as the plan picks it.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn resident_and_streaming_tf32_projections_give_the_same_bits() {
@@ -261,40 +302,69 @@ fn resident_and_streaming_tf32_projections_give_the_same_bits() {
     let max = 256;
     let input = random_input(&shape, max, INPUT_SEED);
     let in_w = shape.frames * shape.features;
-    let mut b = gpu();
-    let config = BackendConfig {
-        shape,
-        max_batch: max,
-        math: MathMode::Tf32,
-    };
-    b.prepare(&st.weights().expect("weights"), &config)
-        .unwrap_or_else(|e| panic!("prepare: {e}"));
-    // The H200's plans: 4-window quads at batch 128, 8-window quads at 256 (a wave each).
-    for batch in [128, 256] {
+    for (batch, windows) in [(128, 4), (256, 8)] {
         let part = &input[..batch * in_w];
-        b.set_resident_projection(true);
+        let mut b = prepared_quads(&st, max, windows, true);
         let resident = run(&mut b, &shape, part, batch);
-        let s = b.last_forward().expect("summary");
-        assert_eq!(s.projection_tile, ProjectionTile::Tf32Wgmma);
-        let windows = s
-            .plan
-            .schedule
-            .choice
-            .cluster()
-            .map(|c| c.windows_per_cluster);
-        assert!(
-            windows.is_some_and(|w| w >= 4),
-            "batch {batch}: the plan's recurrence ({windows:?} windows a cluster) is no register-quad kernel, so the resident projection did not run"
-        );
+        assert_eq!(cluster_windows(&b), Some(windows));
         b.set_resident_projection(false);
         let streaming = run(&mut b, &shape, part, batch);
         assert_same_bits(
             &resident,
             &streaming,
-            &format!("batch {batch}: resident against streaming projection"),
+            &format!(
+                "batch {batch}, {windows} windows a cluster: resident against streaming projection"
+            ),
+        );
+        // The plan's own choice must give the same bits again (whatever it picks).
+        b.set_overrides(Overrides::default())
+            .unwrap_or_else(|e| panic!("back to the plan: {e}"));
+        b.set_resident_projection(true);
+        let planned = run(&mut b, &shape, part, batch);
+        assert_same_bits(
+            &resident,
+            &planned,
+            &format!("batch {batch}: forced quads against the plan's own recurrence"),
         );
         eprintln!(
-            "batch {batch} ({windows:?} windows a cluster): resident and streaming TF32 projections agree bit for bit"
+            "batch {batch}: resident ({windows}-window quads) and streaming TF32 projections agree bit for bit, and with the plan's own choice ({:?} windows a cluster)",
+            cluster_windows(&b)
         );
     }
+}
+
+/// The resident TF32 projection in a pass small enough for compute-sanitizer
+/// (`scripts/gpu-run.sh` runs the tests whose names start with `small_tf32_pass_for_sanitizers`):
+/// batch 8 (one cluster of the 8-window quads a direction), 17 frames, layers 1-3 on the
+/// resident projection, against the f64 reference and bit for bit against the streaming one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_tf32_pass_for_sanitizers_resident() {
+    if !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability) {
+        eprintln!("skipped: no warpgroup MMA on this GPU");
+        return;
+    }
+    let shape = StackShape::pyannote().with_frames(17);
+    let st = stack(&shape);
+    let batch = 8;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared_quads(&st, batch, 8, true);
+    let got = run(&mut b, &shape, &input, batch);
+    assert_eq!(cluster_windows(&b), Some(8));
+    let want = reference(&st, &input, batch);
+    let (rel, max_abs) = errors(&got, &want);
+    eprintln!(
+        "resident projection, batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}"
+    );
+    assert!(
+        rel <= tf32_budget(),
+        "rel L2 {rel:.3e} over the TF32 budget"
+    );
+    b.set_resident_projection(false);
+    let streaming = run(&mut b, &shape, &input, batch);
+    assert_same_bits(
+        &got,
+        &streaming,
+        "small pass: resident against streaming projection",
+    );
 }

@@ -749,16 +749,21 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 //   the same bits on the H200 (session 14: CLI checksums at batches 1-1024 and GPU test gpu_tf32
 //   `resident_and_streaming_tf32_projections_give_the_same_bits`; the eight products of a k-step
 //   sum alike in either order).
-// - Postconditions: every out[d][row, col] for row < rows is written exactly once (by the
-//   tensor-copy engine, complete when the kernel is), nothing else.
-// - Epilogue: after a block's last K tile its 64 x 128 accumulators go through the
-//   warpgroup's staging in two 64-column halves (st.shared, fence.proxy.async, a warpgroup
-//   barrier, two TMA stores by the warpgroup's first thread, which waits for their reads before
-//   the staging is written again). H200 session 14: the per-thread 64-bit global stores this
-//   replaced stalled the warps on the LSU queue (ncu lg_throttle 4.3 cycles per issued
-//   instruction) at the same kernel time (batch 256, layer 1: 0.365 against 0.366 ms): the
-//   kernel is bound by the output's DRAM writes (617 MB a layer at batch 256) and the tensor
-//   chains, not by the store instructions; kept for the issue slots it frees.
+// - Postconditions: every out[d][row, col] for row < rows is written exactly once (the left 64
+//   columns of a block's tile by the tensor-copy engine, the right 64 by the threads; complete
+//   when the kernel is), nothing else.
+// - Epilogue: after a block's last K tile its 64 x 128 accumulators are stored in two 64-column
+//   halves: the right half by per-thread 8-byte global stores, then the left half through the
+//   warpgroup's staging (st.shared, fence.proxy.async, a warpgroup barrier, two TMA stores by
+//   the warpgroup's first thread, which waits for their reads before the next block's epilogue
+//   writes the staging again). H200 session 15 call 5 (TF32, `--phases`, three rounds against
+//   both halves through the staging, where the second half waited for the first half's TMA
+//   reads): layer 1 at batch 256 0.362-0.363 ms against 0.368-0.370, at 1024 1.416-1.417
+//   against 1.448-1.453, same bits. Session 14: all per-thread stores (ncu lg_throttle 4.3
+//   cycles per issued instruction) or all TMA stores cost the same (0.365-0.366 ms). Session 15
+//   call 1: writing the output alone would take 0.14 ms at batch 256 (`fill_`, 4.4 TB/s) and
+//   cuBLAS's TF32 GEMM of the same shape 0.338 ms; without its stores this kernel takes 0.355,
+//   without its products 0.307: the load / product / epilogue pipeline bounds it, not one part.
 struct __align__(64) bl_tensor_map {
     bl_u64 words[16];
 };
@@ -966,40 +971,56 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             }
         }
         bl_wg_wait_all();
-        // The epilogue: the block's 64 x 128 tile in two halves of 64 columns through this
-        // warpgroup's staging (two swizzled boxes of 32 columns), stored by TMA (rows past
-        // `rows` are not written). Accumulator 4 j + q: row my_row + 8 (q / 2), column
-        // 8 j + 2 pair + q % 2; in the staging, box (j % 8) / 4, row r, 16-byte chunk
-        // (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8.
+        // The epilogue: the block's 64 x 128 tile in two halves of 64 columns. Accumulator
+        // 4 j + q: row my_row + 8 (q / 2), column 8 j + 2 pair + q % 2.
+        const bl_u32 row0 = (first + i * stride) * BL_RES_ROWS;
+        // The right half (j = 8 .. 15): each thread's 8-byte pairs straight to global memory,
+        // rows past `rows` skipped.
+        {
+            float* const cols = p.out + direction * p.out_direction_stride + col_tile * BL_WG_COLS + 2 * pair;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            if (producer) {
-                bl_bulk_wait_read();  // the previous stores have read the staging
-            }
-            bl_wg_barrier(wgroup);
+            for (int up = 0; up < 2; ++up) {
+                const bl_u32 r = row0 + (bl_u32)(my_row + 8 * up);
+                if (r < p.rows) {
+                    float* const at = cols + (bl_u64)r * BILSTM_GATE_ROWS;
 #pragma unroll
-            for (int j = 8 * half; j < 8 * half + 8; ++j) {
-#pragma unroll
-                for (int up = 0; up < 2; ++up) {
-                    const bl_u32 r = (bl_u32)(my_row + 8 * up);
-                    const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
-                    const bl_u32 at = staging + (bl_u32)((j % 8) / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u +
-                                      (bl_u32)(pair % 2) * 8u;
-                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-                                 :
-                                 : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
-                                 : "memory");
+                    for (int j = 8; j < 16; ++j) {
+                        asm volatile("st.global.v2.f32 [%0], {%1, %2};"
+                                     :
+                                     : "l"(at + 8 * j), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
+                                     : "memory");
+                    }
                 }
             }
-            bl_fence_proxy_async_shared();
-            bl_wg_barrier(wgroup);
-            if (producer) {
-                const int row0 = (int)((first + i * stride) * BL_RES_ROWS);
-                const int col0 = (int)(col_tile * BL_WG_COLS + 64 * half);
-                bl_tma_store_3d(out_map, col0, row0, (int)direction, staging);
-                bl_tma_store_3d(out_map, col0 + 32, row0, (int)direction, staging + BL_RES_OUT_BOX_BYTES);
-                bl_bulk_commit();
+        }
+        // The left half (j = 0 .. 7) through this warpgroup's staging (two swizzled boxes of 32
+        // columns), stored by TMA (rows past `rows` are not written): box j / 4, row r, 16-byte
+        // chunk (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8.
+        if (producer) {
+            bl_bulk_wait_read();  // the previous block's stores have read the staging
+        }
+        bl_wg_barrier(wgroup);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+#pragma unroll
+            for (int up = 0; up < 2; ++up) {
+                const bl_u32 r = (bl_u32)(my_row + 8 * up);
+                const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
+                const bl_u32 at =
+                    staging + (bl_u32)(j / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u + (bl_u32)(pair % 2) * 8u;
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                             :
+                             : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
+                             : "memory");
             }
+        }
+        bl_fence_proxy_async_shared();
+        bl_wg_barrier(wgroup);
+        if (producer) {
+            const int col0 = (int)(col_tile * BL_WG_COLS);
+            bl_tma_store_3d(out_map, col0, (int)row0, (int)direction, staging);
+            bl_tma_store_3d(out_map, col0 + 32, (int)row0, (int)direction, staging + BL_RES_OUT_BOX_BYTES);
+            bl_bulk_commit();
         }
     }
     if (producer) {
