@@ -287,9 +287,10 @@ fn cluster_windows(b: &CudaBackend) -> Option<usize> {
 /// stores rounded to TF32; turned off, every layer runs the streaming warpgroup projection over
 /// unrounded inputs and rounds them itself. Both must give the same bits: the stored rounding is
 /// the one the streaming projection applies, and each k-step's eight products reach the tensor
-/// cores in another order (natural against pairs), which must not change the sum. Batch 128
-/// with the 4-window quads and 256 with the 8-window ones forced (the plan's own choice at a
-/// batch depends on the driver's cluster count), then 256 as the plan picks it.
+/// cores in another order (natural against pairs), which must not change the sum. Batches 128
+/// and 256 with the 4- and 8-window quads forced (a host-memory forward is planned chunk by
+/// chunk, so left to itself it runs smaller clusters and the streaming projection), each also
+/// against the plan's own choice (a window's bits never depend on the kernels).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn resident_and_streaming_tf32_projections_give_the_same_bits() {

@@ -305,7 +305,9 @@ pub(crate) fn launch_resident(
     // allowed; were it not, the driver refuses the launch). The tensor maps were encoded by the
     // driver over exactly x's rows * in_width floats (`sys::activation_map`) and the output's
     // two directions of rows * 512 floats at direction_stride (`sys::gates_map`), so the copies
-    // touch nothing else. The output (the backend's projection buffer) overlaps neither the
+    // touch nothing else; the threads' own 8-byte stores (the right half of each block's tile)
+    // go to rows below `rows` only (params.rows), at even column offsets below 512 of a
+    // direction, so they stay inside the same output and are 8-byte aligned. The output (the backend's projection buffer) overlaps neither the
     // input nor the weights, and stream order finishes its previous readers first.
     let launched = unsafe { builder.launch(cfg) };
     launched
