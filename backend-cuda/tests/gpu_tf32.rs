@@ -36,9 +36,9 @@ fn tf32_tiles() -> Vec<ProjectionTile> {
     tiles
 }
 
-/// A backend in `MathMode::Tf32` with the TF32 projection `tile` forced, and the wide recurrence
-/// (validated on the H200 since part 1) so that these tests measure the projection alone.
-fn prepared_tf32(stack: &OwnedStack, max_batch: usize, tile: ProjectionTile) -> CudaBackend {
+/// A backend in `MathMode::Tf32` for `stack`'s shape and batches up to `max_batch`, with
+/// `overrides` forced.
+fn tf32_backend(stack: &OwnedStack, max_batch: usize, overrides: Overrides) -> CudaBackend {
     let mut b = gpu();
     let config = BackendConfig {
         shape: stack.shape,
@@ -47,13 +47,23 @@ fn prepared_tf32(stack: &OwnedStack, max_batch: usize, tile: ProjectionTile) -> 
     };
     b.prepare(&stack.weights().expect("weights"), &config)
         .unwrap_or_else(|e| panic!("prepare: {e}"));
-    b.set_overrides(Overrides {
-        recurrence: Some(RecurrenceKind::Wide),
-        projection: Some(tile),
-        ..Overrides::default()
-    })
-    .unwrap_or_else(|e| panic!("forcing the TF32 tile {tile}: {e}"));
+    b.set_overrides(overrides)
+        .unwrap_or_else(|e| panic!("forcing {overrides:?}: {e}"));
     b
+}
+
+/// A backend in `MathMode::Tf32` with the TF32 projection `tile` forced, and the wide recurrence
+/// (validated on the H200 since part 1) so that these tests measure the projection alone.
+fn prepared_tf32(stack: &OwnedStack, max_batch: usize, tile: ProjectionTile) -> CudaBackend {
+    tf32_backend(
+        stack,
+        max_batch,
+        Overrides {
+            recurrence: Some(RecurrenceKind::Wide),
+            projection: Some(tile),
+            ..Overrides::default()
+        },
+    )
 }
 
 fn assert_ran_tf32(b: &CudaBackend, tile: ProjectionTile) {
@@ -253,21 +263,16 @@ fn prepared_quads(
     windows: usize,
     resident: bool,
 ) -> CudaBackend {
-    let mut b = gpu();
-    let config = BackendConfig {
-        shape: stack.shape,
+    let mut b = tf32_backend(
+        stack,
         max_batch,
-        math: MathMode::Tf32,
-    };
-    b.prepare(&stack.weights().expect("weights"), &config)
-        .unwrap_or_else(|e| panic!("prepare: {e}"));
-    b.set_overrides(Overrides {
-        recurrence: Some(RecurrenceKind::Cluster),
-        projection: Some(ProjectionTile::Tf32Wgmma),
-        cluster_size: Some(2),
-        cluster_windows: Some(windows),
-    })
-    .unwrap_or_else(|e| panic!("forcing 2-CTA clusters of {windows} windows: {e}"));
+        Overrides {
+            recurrence: Some(RecurrenceKind::Cluster),
+            projection: Some(ProjectionTile::Tf32Wgmma),
+            cluster_size: Some(2),
+            cluster_windows: Some(windows),
+        },
+    );
     b.set_resident_projection(resident);
     b
 }
