@@ -183,11 +183,10 @@ impl CudaBackend {
         // Both projections give the same bits (GPU test gpu_tf32
         // `resident_and_streaming_tf32_projections_give_the_same_bits`), so the choice never
         // changes a window's output.
-        let quads = plan
-            .schedule
-            .choice
-            .cluster()
-            .is_some_and(|c| c.windows_per_cluster >= RESIDENT_MIN_CLUSTER_WINDOWS);
+        let quads =
+            plan.schedule.choice.cluster().is_some_and(|c| {
+                c.windows_per_cluster >= launch::recurrence_cluster::QUAD_MIN_WINDOWS
+            });
         let resident = |layer: usize| {
             self.resident_projection
                 && quads
@@ -201,6 +200,9 @@ impl CudaBackend {
         };
         for layer in 0..shape.layers {
             let width = shape.layer_input_width(layer);
+            // This layer's projection is the resident one; the next one's is (so this layer's
+            // recurrence stores TF32 values).
+            let resident_here = resident(layer);
             let out_tf32 = resident(layer + 1);
             let x = if layer == 0 {
                 input
@@ -238,7 +240,7 @@ impl CudaBackend {
             // ones the K-major weights split into high parts and remainders, the FP32 SIMT ones
             // the K-major FP32 weights.
             let weights_of = |d: usize| {
-                piece(if resident(layer) {
+                piece(if resident_here {
                     offsets[d].input_tf32_wgmma
                 } else if tile.needs_wgmma() {
                     offsets[d].input_x3_wgmma
@@ -262,7 +264,7 @@ impl CudaBackend {
             // Each launcher owns its tiles: projection_tf32x3.cu's entries (3xTF32 and the
             // warpgroup ones, the resident TF32 one among them), the mma.sync TF32 tile, the FP32
             // SIMT tiles.
-            if resident(layer) {
+            if resident_here {
                 launch::projection_tf32x3::launch_resident(
                     k.get(KernelId::ProjectionTf32Resident)?,
                     main,
@@ -483,16 +485,6 @@ impl CudaBackend {
         }
     }
 }
-
-/// The fewest windows a cluster of the plan's recurrence runs for TF32 passes to use the
-/// resident projection (`bilstm_projection_tf32_resident`): the register-quad kernels (4 and 8
-/// windows, and the 16-window one) store TF32 outputs at no measured cost, while in the one-
-/// and two-window kernels the writer warp's rounding sits on the step's critical path (they
-/// refuse `out_tf32`). H200, 2026-12-02 session 14 (calls 3 and 4, whole forward): with the
-/// rounding select in every kind, batch 1 was 1.345 ms against 1.310-1.320 (FP32, out_tf32 =
-/// 0) and its TF32 recurrence 1.260 against 1.241; batch 256 (8-window quads) TF32 recurrence
-/// 4.779 against 4.776, projection 1.358 against 1.396.
-pub(crate) const RESIDENT_MIN_CLUSTER_WINDOWS: usize = 4;
 
 /// The cluster kernel of `size` CTAs per cluster running `windows` windows each: the entry of
 /// [`bilstm_kernels::ALL`] whose launch kind says so.

@@ -254,15 +254,10 @@ fn small_tf32_pass_for_sanitizers() {
     }
 }
 
-/// A TF32 backend for `shape` and batches up to `max_batch` whose recurrence is the 2-CTA
-/// cluster kernel with `windows` windows a cluster (a register-quad kernel for 4 and 8), the
-/// warpgroup TF32 projection forced and the resident projection on or off.
-fn prepared_quads(
-    stack: &OwnedStack,
-    max_batch: usize,
-    windows: usize,
-    resident: bool,
-) -> CudaBackend {
+/// A TF32 backend for `stack`'s shape and batches up to `max_batch` whose recurrence is the
+/// 2-CTA cluster kernel with `windows` windows a cluster (a register-quad kernel for 4 and 8),
+/// the warpgroup TF32 projection forced and the resident projection on.
+fn prepared_quads(stack: &OwnedStack, max_batch: usize, windows: usize) -> CudaBackend {
     let mut b = tf32_backend(
         stack,
         max_batch,
@@ -273,8 +268,17 @@ fn prepared_quads(
             cluster_windows: Some(windows),
         },
     );
-    b.set_resident_projection(resident);
+    b.set_resident_projection(true);
     b
+}
+
+/// Whether this GPU lacks warpgroup MMA (the resident projection runs on 9.0 only); says so.
+fn no_resident_projection_here() -> bool {
+    let none = !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability);
+    if none {
+        eprintln!("skipped: no warpgroup MMA on this GPU");
+    }
+    none
 }
 
 /// The windows a cluster of the last forward's plan (`None`: not the cluster recurrence).
@@ -299,8 +303,7 @@ fn cluster_windows(b: &CudaBackend) -> Option<usize> {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn resident_and_streaming_tf32_projections_give_the_same_bits() {
-    if !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability) {
-        eprintln!("skipped: no warpgroup MMA on this GPU");
+    if no_resident_projection_here() {
         return;
     }
     let shape = StackShape::pyannote();
@@ -310,7 +313,7 @@ fn resident_and_streaming_tf32_projections_give_the_same_bits() {
     let in_w = shape.frames * shape.features;
     for (batch, windows) in [(128, 4), (256, 8)] {
         let part = &input[..batch * in_w];
-        let mut b = prepared_quads(&st, max, windows, true);
+        let mut b = prepared_quads(&st, max, windows);
         let resident = run(&mut b, &shape, part, batch);
         assert_eq!(cluster_windows(&b), Some(windows));
         b.set_resident_projection(false);
@@ -346,15 +349,14 @@ fn resident_and_streaming_tf32_projections_give_the_same_bits() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_tf32_pass_for_sanitizers_resident() {
-    if !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability) {
-        eprintln!("skipped: no warpgroup MMA on this GPU");
+    if no_resident_projection_here() {
         return;
     }
     let shape = StackShape::pyannote().with_frames(17);
     let st = stack(&shape);
     let batch = 8;
     let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared_quads(&st, batch, 8, true);
+    let mut b = prepared_quads(&st, batch, 8);
     let got = run(&mut b, &shape, &input, batch);
     assert_eq!(cluster_windows(&b), Some(8));
     let want = reference(&st, &input, batch);

@@ -481,8 +481,8 @@ pub const PROJECTION_TF32_WGMMA: Kernel = Kernel {
 /// Compute capability 9.0 (`compute_90a`; a trap elsewhere). Not cooperative; persistent: grid
 /// `(8 * J, 1, 1)`, 256 threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic shared bytes;
 /// parameters [`params::ProjectionParams`] then two [`params::TensorMap`]s, the activations' and
-/// the output's (the outputs leave through shared memory by TMA stores; see its contract in
-/// `projection_tf32x3.cu`). Same bits as [`PROJECTION_TF32_WGMMA`] over the same values.
+/// the output's (the left half of each block's tile leaves through shared memory by TMA stores,
+/// the right half by the threads' own stores; see its contract in `projection_tf32x3.cu`). Same bits as [`PROJECTION_TF32_WGMMA`] over the same values.
 pub const PROJECTION_TF32_RESIDENT: Kernel = Kernel {
     id: KernelId::ProjectionTf32Resident,
     entry: "bilstm_projection_tf32_resident",

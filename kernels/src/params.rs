@@ -170,8 +170,8 @@ pub struct RecurrenceClusterParams {
     /// count of steps whose output rows the host may read (the kernel's "Progress" contract);
     /// 0 reports none.
     pub progress: u64,
-    /// Nonzero: outputs stored rounded to TF32 (`bl_output_value`; the register-quad kernels
-    /// only, the others refuse it); the final states exact.
+    /// Nonzero: outputs stored rounded to TF32 (`bl_output_value`; the register-quad and
+    /// 16-window kernels only, the others refuse it); the final states exact.
     pub out_tf32: u32,
     /// Zero.
     pub reserved: u32,
@@ -205,8 +205,9 @@ pub struct ProjectionTf32Params {
 const _: () = assert!(size_of::<ProjectionTf32Params>() == 56);
 
 /// `bl_tensor_map` (kernels/cuda/projection_tf32x3.cu): an encoded `CUtensorMap` (128 opaque
-/// bytes, 64-byte aligned), the second parameter of `bilstm_projection_tf32_resident`, made by
-/// the driver's `cuTensorMapEncodeTiled` on the host for each launch.
+/// bytes, 64-byte aligned), the second and third parameters of
+/// `bilstm_projection_tf32_resident` (activations, output), made by the driver's
+/// `cuTensorMapEncodeTiled` on the host for each launch.
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TensorMap {

@@ -59,7 +59,13 @@ pub(crate) struct ClusterArgs {
 
 /// The fewest windows a cluster of the kernels that can store TF32 outputs
 /// (`bilstm_recurrence_cluster2w4`, `2w8`, `2w16`; the one- and two-window kernels trap on
-/// `out_tf32`).
+/// `out_tf32`), and so of the plans whose TF32 passes run the resident projection
+/// (`bilstm_projection_tf32_resident`, pass.rs). The register-quad kernels store TF32 outputs
+/// at no measured cost, while in the one- and two-window kernels the writer warp's rounding sits
+/// on the step's critical path. H200, 2026-12-02 session 14 (calls 3 and 4, whole forward):
+/// with the rounding select in every kind, batch 1 was 1.345 ms against 1.310-1.320 (FP32,
+/// out_tf32 = 0) and its TF32 recurrence 1.260 against 1.241; batch 256 (8-window quads) TF32
+/// recurrence 4.779 against 4.776, projection 1.358 against 1.396.
 pub(crate) const QUAD_MIN_WINDOWS: usize = 4;
 
 /// The cluster size and windows per cluster of `kernel`, or [`CudaError::Internal`] if it is not

@@ -239,7 +239,8 @@ pub(crate) fn gates_map(
         out,
         &[gate_rows as u64, rows as u64, 2],
         &[gate_rows as u64 * 4, direction_stride as u64 * 4],
-        &[32, 64, 1],
+        // 32 columns: one 128-byte swizzle row of FP32; the rows of a warpgroup's block.
+        &[32, bilstm_core::geometry::PROJ_RES_BLOCK_ROWS as u32, 1],
     )
 }
 
