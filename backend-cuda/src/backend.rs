@@ -126,9 +126,10 @@ pub struct CudaBackend {
     pub(crate) overrides: Overrides,
     /// Test-only fault injection ([`crate::hooks`]); always `None` in production.
     pub(crate) stall: Option<StallInjection>,
-    /// Whether TF32 passes on 9.0 run the resident projection after the first layer (with the
-    /// recurrences before storing TF32 values): on unless [`RESIDENT_PROJECTION_ENV`] is `0`
-    /// (an A/B switch; both settings give the same bits).
+    /// Whether TF32 passes on 9.0 behind the register-quad recurrences run the resident
+    /// projection in every layer (layer 0 rounding its input in the kernel, the recurrences
+    /// before the others storing TF32 values): on unless [`RESIDENT_PROJECTION_ENV`] is `0` (an
+    /// A/B switch; both settings give the same bits).
     pub(crate) resident_projection: bool,
     pub(crate) last: Option<ForwardSummary>,
     /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
@@ -159,8 +160,7 @@ impl Drop for CudaBackend {
 
 /// Set to `0`, TF32 passes on compute capability 9.0 run the streaming warpgroup projection
 /// (`bilstm_projection_tf32_wgmma`) in every layer instead of the resident one
-/// (`bilstm_projection_tf32_resident`) after the first: for A/B measurements; the bits are the
-/// same either way.
+/// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
 fn spin_timeout_from_env() -> Duration {

@@ -37,9 +37,9 @@ impl CudaBackend {
         self.stall = stall;
     }
 
-    /// Test-only: whether TF32 passes on 9.0 run the resident projection after the first layer
-    /// (the default) or the streaming one in every layer (as `BILSTM_PROJ_RESIDENT=0`); the
-    /// GPU tests compare the two bit for bit.
+    /// Test-only: whether TF32 passes on 9.0 behind the register-quad recurrences run the
+    /// resident projection in every layer (the default) or the streaming one (as
+    /// `BILSTM_PROJ_RESIDENT=0`); the GPU tests compare the two bit for bit.
     pub fn set_resident_projection(&mut self, on: bool) {
         self.resident_projection = on;
     }

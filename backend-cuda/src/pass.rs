@@ -174,15 +174,16 @@ impl CudaBackend {
             bilstm_core::error::checked_mul(2 * batch, shape.hidden, "final state values")?;
 
         let cc = self.device.info.facts.compute_capability;
-        // TF32 mode on 9.0: the layers after the first run the resident projection, which reads
-        // its input as stored, so the recurrence before each stores its outputs rounded to TF32
-        // (the value every TF32 projection rounds them to), where the recurrence is one of
-        // the register-quad cluster kernels (4, 8 or 16 windows a cluster); the other kinds
-        // (the latency-bound one- and two-window cluster kernels of small batches, the
-        // cooperative and resident kinds) keep exact outputs and the streaming projection.
-        // Both projections give the same bits (GPU test gpu_tf32
-        // `resident_and_streaming_tf32_projections_give_the_same_bits`), so the choice never
-        // changes a window's output.
+        // TF32 mode on 9.0: every layer runs the resident projection where the recurrence is
+        // one of the register-quad cluster kernels (4, 8 or 16 windows a cluster). The layers
+        // after the first read their input as stored, so the recurrence before each stores its
+        // outputs rounded to TF32 (the value every TF32 projection rounds them to); layer 0
+        // rounds the model's input in the kernel (`round_input`; a 16-byte aligned input only,
+        // as its tensor map needs). The other kinds (the latency-bound one- and two-window
+        // cluster kernels of small batches, the cooperative and resident kinds) keep exact
+        // outputs and the streaming projection. Both projections give the same bits (GPU test
+        // gpu_tf32 `resident_and_streaming_tf32_projections_give_the_same_bits`), so the choice
+        // never changes a window's output.
         let quads =
             plan.schedule.choice.cluster().is_some_and(|c| {
                 c.windows_per_cluster >= launch::recurrence_cluster::QUAD_MIN_WINDOWS
@@ -192,11 +193,8 @@ impl CudaBackend {
                 && quads
                 && tile == ProjectionTile::Tf32Wgmma
                 && layer < shape.layers
-                && launch::projection_tf32x3::resident_applies(
-                    cc,
-                    layer,
-                    shape.layer_input_width(layer),
-                )
+                && launch::projection_tf32x3::resident_applies(cc, shape.layer_input_width(layer))
+                && (layer > 0 || input.addr.is_multiple_of(16))
         };
         for layer in 0..shape.layers {
             let width = shape.layer_input_width(layer);
@@ -271,6 +269,7 @@ impl CudaBackend {
                     cc,
                     self.device.info.facts.sm_count,
                     &args,
+                    layer == 0,
                 )?;
             } else if launch::projection_tf32x3::tile_kernel(tile).is_some() {
                 launch::projection_tf32x3::launch(

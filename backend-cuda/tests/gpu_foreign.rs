@@ -145,3 +145,63 @@ fn bad_foreign_buffers_are_refused() {
     // SAFETY: as above.
     unsafe { gpu.forward_foreign(&good, batch, stream) }.expect("a good call after refusals");
 }
+
+/// TF32 mode on 9.0 with the 8-window quads forced: layer 0's projection runs the resident
+/// kernel, whose tensor map needs a 16-byte aligned input. A caller's input 4 bytes past such an
+/// address (allowed: 4-byte alignment) takes the streaming projection instead, with the same
+/// bits and no error.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_foreign_input_off_16_byte_alignment_keeps_its_bits_in_tf32() {
+    let shape = StackShape::pyannote().with_frames(17);
+    let st = stack(&shape);
+    let batch = 8;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut gpu = gpu_support::gpu();
+    if !bilstm_core::plan::wgmma_available(gpu.device().facts.compute_capability) {
+        eprintln!("skipped: no warpgroup MMA on this GPU");
+        return;
+    }
+    gpu.prepare(
+        &st.weights().expect("weights"),
+        &bilstm_core::BackendConfig {
+            shape,
+            max_batch: batch,
+            math: bilstm_core::MathMode::Tf32,
+        },
+    )
+    .expect("prepare");
+    gpu.set_overrides(bilstm_cuda::Overrides {
+        recurrence: Some(bilstm_cuda::RecurrenceKind::Cluster),
+        projection: Some(bilstm_core::plan::ProjectionTile::Tf32Wgmma),
+        cluster_size: Some(2),
+        cluster_windows: Some(8),
+    })
+    .expect("forcing the 8-window quads");
+    let out_len = shape.output_len(batch).expect("output");
+    let theirs = gpu.context().new_stream().expect("a stream");
+    let mut results = Vec::new();
+    for offset in [0usize, 1] {
+        let mut padded = vec![0.0f32; offset];
+        padded.extend_from_slice(&input);
+        let d_in = theirs.clone_htod(&padded).expect("upload");
+        let d_out = theirs.alloc_zeros::<f32>(out_len).expect("alloc");
+        let bufs = ForeignBuffers {
+            input: addr(&d_in, &theirs) + 4 * offset as u64,
+            output: addr(&d_out, &theirs),
+            h_n: 0,
+            c_n: 0,
+        };
+        // SAFETY: `theirs` is a live stream of the backend's context, and both buffers stay
+        // allocated (and untouched by anyone else) until the call returns.
+        unsafe { gpu.forward_foreign(&bufs, batch, theirs.cu_stream() as usize as u64) }
+            .unwrap_or_else(|e| panic!("input {offset} floats in: {e}"));
+        results.push(theirs.clone_dtoh(&d_out).expect("download"));
+    }
+    assert_same_bits(
+        &results[0],
+        &results[1],
+        "TF32: an input 4 bytes off 16-byte alignment against an aligned one",
+    );
+    eprintln!("TF32 foreign input at +4 bytes: same bits as the aligned input");
+}

@@ -291,12 +291,13 @@ fn cluster_windows(b: &CudaBackend) -> Option<usize> {
         .map(|c| c.windows_per_cluster)
 }
 
-/// On 9.0, behind the register-quad recurrences, the TF32 layers after the first run the
-/// resident projection (`bilstm_projection_tf32_resident`), whose input the recurrence before
-/// stores rounded to TF32; turned off, every layer runs the streaming warpgroup projection over
-/// unrounded inputs and rounds them itself. Both must give the same bits: the stored rounding is
-/// the one the streaming projection applies, and each k-step's eight products reach the tensor
-/// cores in another order (natural against pairs), which must not change the sum. Batches 128
+/// On 9.0, behind the register-quad recurrences, every TF32 layer runs the resident projection
+/// (`bilstm_projection_tf32_resident`): layers after the first read their input as the
+/// recurrence before stored it, rounded to TF32, and layer 0 rounds the model's input in shared
+/// memory; turned off, every layer runs the streaming warpgroup projection over unrounded inputs
+/// and rounds them itself. Both must give the same bits: the rounding is the one the streaming
+/// projection applies, and each k-step's eight products reach the tensor cores in another order
+/// (natural against pairs), which must not change the sum. Batches 128
 /// and 256 with the 4- and 8-window quads forced (a host-memory forward is planned chunk by
 /// chunk, so left to itself it runs smaller clusters and the streaming projection), each also
 /// against the plan's own choice (a window's bits never depend on the kernels).
@@ -344,8 +345,10 @@ fn resident_and_streaming_tf32_projections_give_the_same_bits() {
 
 /// The resident TF32 projection in a pass small enough for compute-sanitizer
 /// (`scripts/gpu-run.sh` runs the tests whose names start with `small_tf32_pass_for_sanitizers`):
-/// batch 8 (one cluster of the 8-window quads a direction), 17 frames, layers 1-3 on the
-/// resident projection, against the f64 reference and bit for bit against the streaming one.
+/// batch 8 (one cluster of the 8-window quads a direction), 17 frames (136 rows: three 64-row
+/// blocks, one for each warpgroup of a block), every layer on the resident projection (layer 0
+/// rounding its input in shared memory), against the f64 reference and bit for bit against the
+/// streaming one.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_tf32_pass_for_sanitizers_resident() {

@@ -268,22 +268,26 @@ pub const PROJ_RES_MAX_K_TILES: usize = 8;
 /// Resident TF32 projection: activation stages a warpgroup (each one K tile of its rows, loaded
 /// by TMA); with fewer than 5 the copy into a stage is issued at the end of the step after the
 /// one that last read it, so `PROJ_RES_STAGES - 1` steps are in flight (what shared memory
-/// leaves beside the weights and the output staging).
+/// leaves beside the weights for [`PROJ_RES_WARPGROUPS`] warpgroups).
 pub const PROJ_RES_STAGES: usize = 4;
 /// Resident TF32 projection: column tiles (two directions of four 128-column tiles); the grid is
 /// a multiple of it, block `b` holding column tile `b % PROJ_RES_COL_TILES`.
 pub const PROJ_RES_COL_TILES: usize = 2 * GATE_ROWS / PROJ_WG_TILE_COLS;
-/// Resident TF32 projection: dynamic shared bytes: the resident weights, both warpgroups'
-/// activation stages and output staging, then the mbarriers (the weights' one, then `full` and
-/// `empty` for each warpgroup's stages), padded to 256 bytes (229,632 bytes: one block an SM).
+/// Resident TF32 projection: dynamic shared bytes: the resident weights, every warpgroup's
+/// activation stages, then the mbarriers (the weights' one, then `full` and `empty` for each
+/// warpgroup's stages), padded to 256 bytes (229,632 bytes: one block an SM).
 pub const PROJ_RES_SHARED_BYTES: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_B_TILE_FLOATS * 4
-    + 2 * PROJ_RES_STAGES * PROJ_RES_BLOCK_ROWS * PROJ_WG_K_TILE * 4
-    + 2 * PROJ_RES_OUT_STAGING_BYTES
-    + (8 + 2 * 2 * PROJ_RES_STAGES * 8).div_ceil(256) * 256;
-/// Resident TF32 projection: a warpgroup's output staging (64 rows x 64 columns, two 32-column
-/// boxes of the output tensor map, stored by TMA).
-pub const PROJ_RES_OUT_STAGING_BYTES: usize = 64 * 64 * 4;
-
+    + PROJ_RES_WARPGROUPS * PROJ_RES_STAGES * PROJ_RES_BLOCK_ROWS * PROJ_WG_K_TILE * 4
+    + (8 + 2 * PROJ_RES_WARPGROUPS * PROJ_RES_STAGES * 8).div_ceil(256) * 256;
+/// Resident TF32 projection: warpgroups a block, each streaming its own row blocks through its
+/// own [`PROJ_RES_STAGES`] stages and storing its tiles with its threads' own 8-byte stores. H200,
+/// 2026-12-02 session 16 call 5 (TF32, `--phases`, three rounds against two warpgroups whose
+/// epilogue went half through a TMA-store staging): layer 1 0.329-0.331 ms against 0.362-0.364
+/// at batch 256, 1.283-1.286 against 1.415 at 1024; four warpgroups of 3 stages 0.359-0.361 /
+/// 1.419-1.421 (the stages' depth matters as much as the warpgroups').
+pub const PROJ_RES_WARPGROUPS: usize = 3;
+/// Resident TF32 projection: threads a block.
+pub const PROJ_RES_THREADS: usize = 128 * PROJ_RES_WARPGROUPS;
 /// The input width rounded up to [`PROJ_WG_K_TILE`]: the K extent of the warpgroup-MMA weight
 /// image (60 becomes 64, 256 stays 256).
 pub const fn proj_wg_padded_in(width: usize) -> usize {
@@ -391,10 +395,7 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_PROJ_RES_STAGES", PROJ_RES_STAGES),
         ("BILSTM_PROJ_RES_COL_TILES", PROJ_RES_COL_TILES),
         ("BILSTM_PROJ_RES_SHARED_BYTES", PROJ_RES_SHARED_BYTES),
-        (
-            "BILSTM_PROJ_RES_OUT_STAGING_BYTES",
-            PROJ_RES_OUT_STAGING_BYTES,
-        ),
+        ("BILSTM_PROJ_RES_THREADS", PROJ_RES_THREADS),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),

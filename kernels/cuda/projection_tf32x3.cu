@@ -716,54 +716,53 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 // - Needs compute capability 9.0 compiled for compute_90a (wgmma.mma_async, cp.async.bulk.tensor);
 //   elsewhere the entry is a trap and the host never launches it.
 // - Grid: (BILSTM_PROJ_RES_COL_TILES * J, 1, 1) for any J >= 1 (the host: J = min(ceil(blocks /
-//   2), SMs / COL_TILES), blocks = ceil(rows / BILSTM_PROJ_RES_BLOCK_ROWS)); persistent: block b
-//   holds column tile c = b % COL_TILES resident (direction c / 4, gate columns 128 (c % 4) ..
-//   + 128 of that direction) and belongs to set j = b / COL_TILES; its warpgroup g runs the
-//   row blocks 2 j + g + 2 J i, i = 0, 1, ..., each block's K tiles in order. Block:
-//   (BILSTM_BLOCK_THREADS, 1, 1) = two warpgroups. Dynamic shared bytes:
+//   W), SMs / COL_TILES), blocks = ceil(rows / BILSTM_PROJ_RES_BLOCK_ROWS), W the warpgroups a
+//   block); persistent: block b holds column tile c = b % COL_TILES resident (direction c / 4,
+//   gate columns 128 (c % 4) .. + 128 of that direction) and belongs to set j = b / COL_TILES;
+//   its warpgroup g runs the row blocks W j + g + W J i, i = 0, 1, ..., each block's K tiles in
+//   order. Block: (BILSTM_PROJ_RES_THREADS, 1, 1) = W warpgroups. Dynamic shared bytes:
 //   BILSTM_PROJ_RES_SHARED_BYTES (raised once after loading), 1,024-byte aligned (no static
 //   shared memory; the kernel traps otherwise, and on a grid that is not a multiple of
 //   COL_TILES or an input wider than the resident image): the resident weights
 //   (BILSTM_PROJ_RES_MAX_K_TILES K tiles of 16 KiB), each warpgroup's BILSTM_PROJ_RES_STAGES
-//   activation stages (BLOCK_ROWS rows x 32 values in the 128-byte swizzle), each warpgroup's
-//   output staging (BILSTM_PROJ_RES_OUT_STAGING_BYTES: 64 rows x 64 columns as two swizzled
-//   boxes), then the mbarriers. Waits are unbounded: every arrival comes from the block's own
-//   warps or from the copy engines (a fault ends the whole kernel).
+//   activation stages (BLOCK_ROWS rows x 32 values in the 128-byte swizzle), then the
+//   mbarriers. Waits are unbounded: every arrival comes from the block's own warps or from the
+//   copy engines (a fault ends the whole kernel).
 // - Parameters: bl_projection_params, weights[d] being direction d's natural-order TF32 image
 //   (PackedOffsets::input_tf32_wgmma, bilstm_core::layout::pack_input_tf32_wgmma_into: per column
 //   tile, per K tile, 128 gate columns x 32 k in the 128-byte swizzle, k at its natural slot,
-//   proj_wg_padded_in(in_width) * 512 floats a direction, 16-byte aligned); then two
-//   bl_tensor_map (__grid_constant__ CUtensorMap) the host encodes per launch: `map` over x
+//   proj_wg_padded_in(in_width) * 512 floats a direction, 16-byte aligned); then a
+//   bl_tensor_map (__grid_constant__ CUtensorMap) the host encodes per launch, `map` over x
 //   (FP32, 2-D, dimensions {in_width, rows}, row stride in_width * 4 bytes, box {32,
-//   BLOCK_ROWS}, 128-byte swizzle, out-of-bounds elements zero) and `out_map` over the output
-//   (FP32, 3-D, dimensions {512, rows, 2}, strides 512 * 4 and out_direction_stride * 4 bytes,
-//   box {32, 64, 1}, 128-byte swizzle: stores past `rows` are dropped).
+//   BLOCK_ROWS}, 128-byte swizzle, out-of-bounds elements zero); then `round_input` (u32):
+//   nonzero, the kernel rounds every activation to TF32 in shared memory (layer 0, the model's
+//   own input); zero, x must already hold TF32 values (low 13 bits zero: the producing
+//   recurrence stores them rounded to nearest, ties to even, with out_tf32; the tensor cores
+//   ignore any other low bits).
 // - Preconditions: 1 <= in_width <= 32 * BILSTM_PROJ_RES_MAX_K_TILES and a multiple of 4 (the
 //   map's stride), whole row blocks below 2^31 rows (TMA coordinates are signed 32-bit), x and
-//   out 16-byte aligned, out_direction_stride a multiple of 4, and x holding TF32 values (low 13
-//   bits zero: the producing recurrence stores them rounded to nearest, ties to even, with
-//   out_tf32; the tensor cores ignore any other low bits); otherwise as the other entries.
-// - Numerics: gates = sum over k of x * tf32(W), one m64n128k8 product a k-step of 8 (k in
+//   out 16-byte aligned, out_direction_stride a multiple of 4; otherwise as the other entries.
+// - Numerics: gates = sum over k of tf32(x) * tf32(W), one m64n128k8 product a k-step of 8 (k in
 //   natural order within the step), chained in one tensor-core accumulator from 0 in ascending
-//   k: the TF32 twin's products over the same values (same terms per k-step, same chain), with
-//   the same bits on the H200 (session 14: CLI checksums at batches 1-1024 and GPU test gpu_tf32
-//   `resident_and_streaming_tf32_projections_give_the_same_bits`; the eight products of a k-step
-//   sum alike in either order).
-// - Postconditions: every out[d][row, col] for row < rows is written exactly once (the left 64
-//   columns of a block's tile by the tensor-copy engine, the right 64 by the threads; complete
-//   when the kernel is), nothing else.
-// - Epilogue: after a block's last K tile its 64 x 128 accumulators are stored in two 64-column
-//   halves: the right half by per-thread 8-byte global stores, then the left half through the
-//   warpgroup's staging (st.shared, fence.proxy.async, a warpgroup barrier, two TMA stores by
-//   the warpgroup's first thread, which waits for their reads before the next block's epilogue
-//   writes the staging again). H200 session 15 call 5 (TF32, `--phases`, three rounds against
-//   both halves through the staging, where the second half waited for the first half's TMA
-//   reads): layer 1 at batch 256 0.362-0.363 ms against 0.368-0.370, at 1024 1.416-1.417
-//   against 1.448-1.453, same bits. Session 14: all per-thread stores (ncu lg_throttle 4.3
-//   cycles per issued instruction) or all TMA stores cost the same (0.365-0.366 ms). Session 15
-//   call 1: writing the output alone would take 0.14 ms at batch 256 (`fill_`, 4.4 TB/s) and
-//   cuBLAS's TF32 GEMM of the same shape 0.338 ms; without its stores this kernel takes 0.355,
-//   without its products 0.307: the load / product / epilogue pipeline bounds it, not one part.
+//   k: the TF32 twin's products over the same values (same terms per k-step, same chain; the
+//   same rounding, bl_tf32_rne, whether the recurrence stored x rounded or this kernel rounds
+//   it), with the same bits on the H200 (session 14: CLI checksums at batches 1-1024 and GPU
+//   test gpu_tf32 `resident_and_streaming_tf32_projections_give_the_same_bits`; the eight
+//   products of a k-step sum alike in either order).
+// - Postconditions: every out[d][row, col] for row < rows is written exactly once, by the
+//   threads' own 8-byte stores (complete when the kernel is), nothing else.
+// - Design: W = BILSTM_PROJ_RES_THREADS / 128 warpgroups, each its own pipeline of row blocks and
+//   its own stages, so that while one stores a tile the others' products and copies run. With
+//   round_input a warpgroup rounds each stage in place after its copy lands (16-byte pieces,
+//   the same number a thread), then fence.proxy.async and its named barrier before the
+//   products. After a block's last K tile its 64 x 128 accumulators go straight to global
+//   memory (16 8-byte stores a thread and row pair). H200 session 16 call 5 (TF32, `--phases`,
+//   three rounds; bits SAME at batches 1-1024): three warpgroups with 4 stages and these
+//   stores, layer 1 at batch 256 0.329-0.331 ms, at 1024 1.283-1.286, against two warpgroups
+//   storing half of each tile through a TMA-store staging (which the third warpgroup's stages
+//   replaced in shared memory) 0.362-0.364 / 1.415; four warpgroups with 3 stages 0.359-0.361
+//   / 1.419-1.421. Session 15 call 1: writing the output alone would take 0.14 ms at batch 256
+//   (`fill_`, 4.4 TB/s) and cuBLAS's TF32 GEMM of the same shape 0.338 ms.
 struct __align__(64) bl_tensor_map {
     bl_u64 words[16];
 };
@@ -780,18 +779,16 @@ constexpr int BL_RES_LAG = BL_RES_STAGES >= 5 ? 2 : 1;
 constexpr bl_u32 BL_RES_COL_TILES = BILSTM_PROJ_RES_COL_TILES;
 constexpr bl_u32 BL_RES_A_BYTES = BL_RES_ROWS * BL_WG_KT * 4;
 constexpr bl_u32 BL_RES_B_BYTES = BL_WG_COLS * BL_WG_KT * 4;
-// The output staging of a warpgroup: 64 rows x 64 columns (half a block's tile) as two TMA-store
-// boxes of 32 columns, each 64 rows of 128 bytes in the 128-byte swizzle.
-constexpr bl_u32 BL_RES_OUT_BOX_BYTES = 64 * 32 * 4;
-constexpr bl_u32 BL_RES_OUT_BYTES = 2 * BL_RES_OUT_BOX_BYTES;
-static_assert(BL_RES_OUT_BYTES == BILSTM_PROJ_RES_OUT_STAGING_BYTES, "a warpgroup's output staging");
-constexpr bl_u32 BL_RES_OUT_AT = BL_RES_MAX_KT * BL_RES_B_BYTES + 2 * BL_RES_STAGES * BL_RES_A_BYTES;
-// Where the mbarriers start: after the weights, both warpgroups' stages and output staging.
-constexpr bl_u32 BL_RES_BAR_AT = BL_RES_OUT_AT + 2 * BL_RES_OUT_BYTES;
-static_assert(BL_RES_BAR_AT + 8 + 2 * 2 * BL_RES_STAGES * 8 <= BILSTM_PROJ_RES_SHARED_BYTES,
+// Warpgroups a block, each streaming its own row blocks through its own stages.
+constexpr int BL_RES_WGS = BILSTM_PROJ_RES_THREADS / 128;
+// Where the mbarriers start: after the weights and every warpgroup's stages.
+constexpr bl_u32 BL_RES_BAR_AT = BL_RES_MAX_KT * BL_RES_B_BYTES + BL_RES_WGS * BL_RES_STAGES * BL_RES_A_BYTES;
+static_assert(BL_RES_BAR_AT + 8 + 2 * BL_RES_WGS * BL_RES_STAGES * 8 <= BILSTM_PROJ_RES_SHARED_BYTES,
               "shared bytes: the weights, the stages, then the mbarriers");
 static_assert(BL_RES_ROWS == 64 && BL_WG_COLS == 128 && BL_WG_KT == 32,
               "m64n128k8 products, one 128-byte row a K tile");
+static_assert(BL_RES_WGS * 128 == BILSTM_PROJ_RES_THREADS && BL_RES_A_BYTES % (16 * 128) == 0,
+              "whole warpgroups; a stage rounds in 16-byte pieces, the same number a thread");
 static_assert(BL_RES_A_BYTES % 1024 == 0 && BL_RES_B_BYTES % 1024 == 0, "1,024-byte swizzle atoms");
 static_assert(BL_RES_STAGES > BL_RES_LAG, "a stage ahead of the one being refilled");
 static_assert(BL_RES_COL_TILES * BL_WG_COLS == 2 * BILSTM_GATE_ROWS, "both directions' column tiles");
@@ -823,30 +820,6 @@ __device__ __forceinline__ void bl_tma_load_2d(bl_u32 dst, const bl_tensor_map* 
         : "memory");
 }
 
-// Stores the box at `src` (shared, 1,024-byte aligned) to coordinates (c0, c1, c2) of `map`
-// with the tensor-copy engine (elements outside the map's bounds are not written); one bulk
-// group of this thread's.
-__device__ __forceinline__ void bl_tma_store_3d(const bl_tensor_map* map, int c0, int c1, int c2, bl_u32 src) {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];"
-                 :
-                 : "l"(reinterpret_cast<bl_u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(src)
-                 : "memory");
-}
-
-__device__ __forceinline__ void bl_bulk_commit() {
-    asm volatile("cp.async.bulk.commit_group;" : : : "memory");
-}
-
-// Waits until every bulk group this thread committed has finished reading shared memory.
-__device__ __forceinline__ void bl_bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read 0;" : : : "memory");
-}
-
-// Waits until every bulk group this thread committed has completed (its writes done).
-__device__ __forceinline__ void bl_bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
-}
-
 // Orders this thread's shared-memory writes (generic proxy) before later async-proxy reads.
 __device__ __forceinline__ void bl_fence_proxy_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
@@ -856,10 +829,13 @@ __device__ __forceinline__ void bl_fence_proxy_async_shared() {
 // a register id ptxas reserves all 16 of a block's barriers, and an SM holds 64 (the driver then
 // allowed 4 blocks an SM where registers allow 20; gpu_device's occupancy check, session 14).
 __device__ __forceinline__ void bl_wg_barrier(bl_u32 wgroup) {
+    static_assert(BL_RES_WGS <= 3, "a named barrier a warpgroup: ids 1 .. 3");
     if (wgroup == 0u) {
         asm volatile("bar.sync 1, 128;" : : : "memory");
-    } else {
+    } else if (wgroup == 1u) {
         asm volatile("bar.sync 2, 128;" : : : "memory");
+    } else {
+        asm volatile("bar.sync 3, 128;" : : : "memory");
     }
 }
 
@@ -870,7 +846,7 @@ __device__ __forceinline__ void bl_wg_barrier(bl_u32 wgroup) {
 // warp, made after `wgmma.wait_group 1` shows that step's products complete). Products run one
 // group ahead: the group of step f is committed before the warps wait for step f - 1's.
 __device__ __forceinline__ void bl_projection_resident(const bl_projection_params& p, const bl_tensor_map* map,
-                                                       const bl_tensor_map* out_map, float* smem) {
+                                                       bl_u32 round_input, float* smem) {
     const int tid = threadIdx.x;
     const int lane = tid % BILSTM_WARP_THREADS;
     const int warp = tid / BILSTM_WARP_THREADS;
@@ -883,8 +859,8 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
     const bl_u32 set = blockIdx.x / BL_RES_COL_TILES;
     const bl_u32 k_tiles = (p.in_width + BL_WG_KT - 1) / BL_WG_KT;
     const bl_u32 blocks = (p.rows + BL_RES_ROWS - 1) / BL_RES_ROWS;
-    const bl_u32 first = 2 * set + wgroup;
-    const bl_u32 stride = 2 * sets;
+    const bl_u32 first = BL_RES_WGS * set + wgroup;
+    const bl_u32 stride = BL_RES_WGS * sets;
     const bl_u32 my_blocks = first < blocks ? (blocks - 1 - first) / stride + 1 : 0;
     const bl_u32 steps = my_blocks * k_tiles;
 
@@ -893,15 +869,14 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
         asm volatile("trap;");  // a broken launch contract: stop loudly rather than compute garbage
     }
     const bl_u32 a_ring = base + BL_RES_MAX_KT * BL_RES_B_BYTES + wgroup * (bl_u32)(BL_RES_STAGES * BL_RES_A_BYTES);
-    const bl_u32 staging = base + BL_RES_OUT_AT + wgroup * BL_RES_OUT_BYTES;
     const bl_u32 weights_bar = base + BL_RES_BAR_AT;
     const bl_u32 full0 = weights_bar + 8u + wgroup * (bl_u32)(BL_RES_STAGES * 8);
-    const bl_u32 empty0 = weights_bar + 8u + (bl_u32)(2 * BL_RES_STAGES * 8) + wgroup * (bl_u32)(BL_RES_STAGES * 8);
+    const bl_u32 empty0 = weights_bar + 8u + (bl_u32)(BL_RES_WGS * BL_RES_STAGES * 8) + wgroup * (bl_u32)(BL_RES_STAGES * 8);
     if (tid == 0) {
         bl_mbar_init(weights_bar, 1);
-        for (int s = 0; s < 2 * BL_RES_STAGES; ++s) {
-            bl_mbar_init(weights_bar + 8u + 8u * s, 1);                        // full
-            bl_mbar_init(weights_bar + 8u + 8u * (2 * BL_RES_STAGES + s), 4);  // empty
+        for (int s = 0; s < BL_RES_WGS * BL_RES_STAGES; ++s) {
+            bl_mbar_init(weights_bar + 8u + 8u * s, 1);                                 // full
+            bl_mbar_init(weights_bar + 8u + 8u * (BL_RES_WGS * BL_RES_STAGES + s), 4);  // empty
         }
         bl_mbar_fence_init();
     }
@@ -947,6 +922,21 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             }
             const bl_u32 a = a_ring + stage * BL_RES_A_BYTES;
             const bl_u32 b = base + kt * BL_RES_B_BYTES;
+            if (round_input != 0u) {
+                // An input not stored rounded (layer 0): the warpgroup rounds the stage's values
+                // to TF32 in place (bl_tf32_rne, as the TF32 twin rounds its activations; the
+                // swizzle moves whole 16-byte chunks, so each value stays where it is), then
+                // hands them to the tensor cores (async proxy) behind its barrier.
+                float4* const v = reinterpret_cast<float4*>(smem + (a - base) / 4u);
+#pragma unroll
+                for (int q = 0; q < (int)(BL_RES_A_BYTES / 16u / 128u); ++q) {
+                    float4 x = v[(tid % 128) + 128 * q];
+                    x = make_float4(bl_tf32_rne(x.x), bl_tf32_rne(x.y), bl_tf32_rne(x.z), bl_tf32_rne(x.w));
+                    v[(tid % 128) + 128 * q] = x;
+                }
+                bl_fence_proxy_async_shared();
+                bl_wg_barrier(wgroup);
+            }
             bl_wg_fence();
 #pragma unroll
             for (int c = 0; c < BL_WG_KT / 8; ++c) {
@@ -974,8 +964,7 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
         // The epilogue: the block's 64 x 128 tile in two halves of 64 columns. Accumulator
         // 4 j + q: row my_row + 8 (q / 2), column 8 j + 2 pair + q % 2.
         const bl_u32 row0 = (first + i * stride) * BL_RES_ROWS;
-        // The right half (j = 8 .. 15): each thread's 8-byte pairs straight to global memory,
-        // rows past `rows` skipped.
+        // Each thread's 8-byte pairs straight to global memory, rows past `rows` skipped.
         {
             float* const cols = p.out + direction * p.out_direction_stride + col_tile * BL_WG_COLS + 2 * pair;
 #pragma unroll
@@ -984,7 +973,7 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
                 if (r < p.rows) {
                     float* const at = cols + (bl_u64)r * BILSTM_GATE_ROWS;
 #pragma unroll
-                    for (int j = 8; j < 16; ++j) {
+                    for (int j = 0; j < 16; ++j) {
                         asm volatile("st.global.v2.f32 [%0], {%1, %2};"
                                      :
                                      : "l"(at + 8 * j), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
@@ -993,52 +982,20 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
                 }
             }
         }
-        // The left half (j = 0 .. 7) through this warpgroup's staging (two swizzled boxes of 32
-        // columns), stored by TMA (rows past `rows` are not written): box j / 4, row r, 16-byte
-        // chunk (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8.
-        if (producer) {
-            bl_bulk_wait_read();  // the previous block's stores have read the staging
-        }
-        bl_wg_barrier(wgroup);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-#pragma unroll
-            for (int up = 0; up < 2; ++up) {
-                const bl_u32 r = (bl_u32)(my_row + 8 * up);
-                const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
-                const bl_u32 at =
-                    staging + (bl_u32)(j / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u + (bl_u32)(pair % 2) * 8u;
-                asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-                             :
-                             : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
-                             : "memory");
-            }
-        }
-        bl_fence_proxy_async_shared();
-        bl_wg_barrier(wgroup);
-        if (producer) {
-            const int col0 = (int)(col_tile * BL_WG_COLS);
-            bl_tma_store_3d(out_map, col0, (int)row0, (int)direction, staging);
-            bl_tma_store_3d(out_map, col0 + 32, (int)row0, (int)direction, staging + BL_RES_OUT_BOX_BYTES);
-            bl_bulk_commit();
-        }
-    }
-    if (producer) {
-        bl_bulk_wait();  // the staging stays valid until the last stores have completed
     }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(BILSTM_PROJ_RES_THREADS, 1)
     bilstm_projection_tf32_resident(const bl_projection_params p, const __grid_constant__ bl_tensor_map map,
-                                    const __grid_constant__ bl_tensor_map out_map) {
+                                    const bl_u32 round_input) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) float bl_res_shared[];
-    bl_projection_resident(p, &map, &out_map, bl_res_shared);
+    bl_projection_resident(p, &map, round_input, bl_res_shared);
 #else
     (void)p;
     (void)map;
-    (void)out_map;
+    (void)round_input;
     asm volatile("trap;");
 #endif
 }

@@ -473,23 +473,25 @@ pub const PROJECTION_TF32_WGMMA: Kernel = Kernel {
     dynamic_shared_bytes: geometry::PROJ_WG_SHARED_BYTES as u32,
 };
 
-/// `bilstm_projection_tf32_resident`: the TF32 projection for `MathMode::Tf32` layers whose
-/// input holds TF32 values (the previous layer's recurrence stores them rounded): each block
-/// keeps one 128-column tile's TF32 weights (`PackedOffsets::input_tf32_wgmma`, the natural-order
-/// image) resident in shared memory, and its two warpgroups stream 64-row blocks of activations
-/// by TMA through a tensor map, one `m64n128k8` a k-step with both operands in shared memory.
+/// `bilstm_projection_tf32_resident`: the TF32 projection for `MathMode::Tf32` passes behind the
+/// register-quad recurrences: each block keeps one 128-column tile's TF32 weights
+/// (`PackedOffsets::input_tf32_wgmma`, the natural-order image) resident in shared memory, and
+/// its `PROJ_RES_WARPGROUPS` (3) warpgroups stream 64-row blocks of activations by TMA through a
+/// tensor map, one `m64n128k8` a k-step with both operands in shared memory, and store their
+/// tiles with their own threads. Its input holds TF32 values (the previous layer's recurrence
+/// stores them rounded) or, with `round_input`, is rounded in shared memory (layer 0).
 /// Compute capability 9.0 (`compute_90a`; a trap elsewhere). Not cooperative; persistent: grid
-/// `(8 * J, 1, 1)`, 256 threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic shared bytes;
-/// parameters [`params::ProjectionParams`] then two [`params::TensorMap`]s, the activations' and
-/// the output's (the left half of each block's tile leaves through shared memory by TMA stores,
-/// the right half by the threads' own stores; see its contract in `projection_tf32x3.cu`). Same bits as [`PROJECTION_TF32_WGMMA`] over the same values.
+/// `(8 * J, 1, 1)`, `PROJ_RES_THREADS` (384) threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic
+/// shared bytes; parameters [`params::ProjectionParams`], the activations'
+/// [`params::TensorMap`], then `round_input` (u32); see its contract in `projection_tf32x3.cu`.
+/// Same bits as [`PROJECTION_TF32_WGMMA`] over the same values.
 pub const PROJECTION_TF32_RESIDENT: Kernel = Kernel {
     id: KernelId::ProjectionTf32Resident,
     entry: "bilstm_projection_tf32_resident",
     source_name: "projection_tf32x3.cu",
     source: PROJECTION_TF32X3_SOURCE,
     launch: LaunchKind::Plain,
-    block_threads: geometry::BLOCK_THREADS as u32,
+    block_threads: geometry::PROJ_RES_THREADS as u32,
     dynamic_shared_bytes: geometry::PROJ_RES_SHARED_BYTES as u32,
 };
 

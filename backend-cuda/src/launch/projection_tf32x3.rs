@@ -166,19 +166,15 @@ pub(crate) fn launch(
 /// fill the resident image (`PROJ_RES_MAX_K_TILES` K tiles).
 pub(crate) const RESIDENT_MAX_WIDTH: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_K_TILE;
 
-/// Whether the TF32 projection of a layer with `in_width` inputs runs
-/// `bilstm_projection_tf32_resident` on a device of `compute_capability` (whose previous layer's
-/// recurrence must then store its outputs rounded to TF32): 9.0, a layer after the first (the
-/// model's own input is not rounded), and an input width the tensor map and the resident image
-/// take. It depends on the layer and the device only, never on the batch, so a window's bits
-/// never do either (the backend may turn it off as a whole: `RESIDENT_PROJECTION_ENV`).
-pub(crate) fn resident_applies(
-    compute_capability: (u32, u32),
-    layer: usize,
-    in_width: usize,
-) -> bool {
-    layer > 0
-        && bilstm_core::plan::wgmma_available(compute_capability)
+/// Whether the TF32 projection of a layer with `in_width` inputs may run
+/// `bilstm_projection_tf32_resident` on a device of `compute_capability`: 9.0 and an input width
+/// the tensor map and the resident image take. Layers after the first then read their input as
+/// the previous recurrence stored it (rounded to TF32, `out_tf32`); layer 0 reads the model's
+/// input and rounds it in the kernel (`round_input`), which needs it 16-byte aligned (the
+/// pass's check). Both give the streaming projection's bits, so the choice never changes a
+/// window's output (the backend may turn it off as a whole: `RESIDENT_PROJECTION_ENV`).
+pub(crate) fn resident_applies(compute_capability: (u32, u32), in_width: usize) -> bool {
+    bilstm_core::plan::wgmma_available(compute_capability)
         && in_width.is_multiple_of(4)
         && (1..=RESIDENT_MAX_WIDTH).contains(&in_width)
 }
@@ -242,7 +238,7 @@ pub(crate) fn check_resident(
     )?;
     let blocks = args.rows.div_ceil(PROJ_RES_BLOCK_ROWS);
     let sets = blocks
-        .div_ceil(2)
+        .div_ceil(bilstm_core::geometry::PROJ_RES_WARPGROUPS)
         .min(sm_count as usize / PROJ_RES_COL_TILES)
         .max(1);
     let grid_x = sets * PROJ_RES_COL_TILES;
@@ -275,6 +271,7 @@ pub(crate) fn launch_resident(
     compute_capability: (u32, u32),
     sm_count: u32,
     args: &ProjectionArgs,
+    round_input: bool,
 ) -> Result<(), CudaError> {
     let kernel = bilstm_kernels::PROJECTION_TF32_RESIDENT.entry;
     let (params, cfg) = check_resident(compute_capability, sm_count, args)?;
@@ -283,31 +280,27 @@ pub(crate) fn launch_resident(
         args.rows,
         args.in_width,
     )?);
-    let out_map = KernelArg(super::sys::gates_map(
-        args.out.addr,
-        args.rows,
-        args.direction_stride,
-    )?);
+    let round_input = u32::from(round_input);
     let mut builder = stream.launch_builder(func);
     builder.arg(&params);
     builder.arg(&map);
-    builder.arg(&out_map);
+    builder.arg(&round_input);
     // SAFETY: `func` is bilstm_projection_tf32_resident (loaded by that name); its parameters
-    // are bl_projection_params (mirrored by `KernelArg<ProjectionParams>`, 48 bytes) and two
-    // bl_tensor_map (`KernelArg<TensorMap>`, 128 bytes each), in that order. `check_resident`
+    // are bl_projection_params (mirrored by `KernelArg<ProjectionParams>`, 48 bytes), one
+    // bl_tensor_map (`KernelArg<TensorMap>`, 128 bytes) and a u32 (the rounding flag), in that
+    // order. `check_resident`
     // established its launch contract: compute capability 9.0 (the entry is the real kernel);
     // x 16-byte aligned holding rows * in_width floats, in_width a multiple of 4 in 1..=256,
     // rows below 2^31 in whole 64-row blocks; each direction's weights hold
     // proj_wg_padded_in(in_width) * 512 floats from a 16-byte aligned base (the whole resident
     // image is read); the output holds direction_stride + rows * 512 floats, 16-byte aligned,
     // direction_stride >= rows * 512 and a multiple of 4; the grid is a positive multiple of 8
-    // blocks of 256 threads with exactly the entry's dynamic shared bytes (which Kernels::load
-    // allowed; were it not, the driver refuses the launch). The tensor maps were encoded by the
-    // driver over exactly x's rows * in_width floats (`sys::activation_map`) and the output's
-    // two directions of rows * 512 floats at direction_stride (`sys::gates_map`), so the copies
-    // touch nothing else; the threads' own 8-byte stores (the right half of each block's tile)
-    // go to rows below `rows` only (params.rows), at even column offsets below 512 of a
-    // direction, so they stay inside the same output and are 8-byte aligned. The output (the backend's projection buffer) overlaps neither the
+    // blocks of PROJ_RES_THREADS threads with exactly the entry's dynamic shared bytes (which
+    // Kernels::load allowed; were it not, the driver refuses the launch). The tensor map was
+    // encoded by the driver over exactly x's rows * in_width floats (`sys::activation_map`), so
+    // the copies read nothing else; the threads' 8-byte stores go to rows below `rows` only
+    // (params.rows), at even column offsets below 512 of a direction, so they stay inside the
+    // output and are 8-byte aligned. The output (the backend's projection buffer) overlaps neither the
     // input nor the weights, and stream order finishes its previous readers first.
     let launched = unsafe { builder.launch(cfg) };
     launched
@@ -466,10 +459,10 @@ mod tests {
             }
             a
         };
-        // Batch 1: 589 rows = 10 blocks of 64, two a set: 5 sets of 8 column-tile blocks.
+        // Batch 1: 589 rows = 10 blocks of 64, three a set: 4 sets of 8 column-tile blocks.
         let (p, cfg) = check_resident((9, 0), 132, &resident_args(589, 256)).unwrap();
-        assert_eq!(cfg.grid_dim, (40, 1, 1));
-        assert_eq!(cfg.block_dim, (256, 1, 1));
+        assert_eq!(cfg.grid_dim, (32, 1, 1));
+        assert_eq!(cfg.block_dim, (384, 1, 1));
         assert_eq!(
             (cfg.block_dim.0, cfg.shared_mem_bytes),
             crate::device::launch_shape(bilstm_kernels::KernelId::ProjectionTf32Resident)
@@ -517,12 +510,12 @@ mod tests {
                 Err(CudaError::Unsupported { .. })
             ));
         }
-        // Which layers take it: after the first, widths of whole 16-byte rows up to 256.
-        assert!(resident_applies((9, 0), 1, 256));
-        assert!(!resident_applies((9, 0), 0, 256));
-        assert!(!resident_applies((9, 0), 1, 258));
-        assert!(!resident_applies((9, 0), 1, 62));
-        assert!(!resident_applies((8, 0), 1, 256));
+        // Which inputs it takes: widths of whole 16-byte rows up to 256, on 9.0.
+        assert!(resident_applies((9, 0), 256));
+        assert!(resident_applies((9, 0), 60));
+        assert!(!resident_applies((9, 0), 258));
+        assert!(!resident_applies((9, 0), 62));
+        assert!(!resident_applies((8, 0), 256));
     }
 
     #[test]
