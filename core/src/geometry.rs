@@ -288,6 +288,21 @@ pub const PROJ_RES_SHARED_BYTES: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_B_TILE_F
 pub const PROJ_RES_WARPGROUPS: usize = 3;
 /// Resident TF32 projection: threads a block.
 pub const PROJ_RES_THREADS: usize = 128 * PROJ_RES_WARPGROUPS;
+/// Resident TF32 projection, flag of its last parameter: the kernel rounds its input to TF32 in
+/// shared memory (layer 0: the model's input, not stored rounded by a recurrence).
+pub const PROJ_RES_ROUND_INPUT: usize = 1;
+/// Resident TF32 projection, flag of its last parameter: each warpgroup stores its output tiles
+/// through shared memory by TMA (64 x 128 floats, 32 KiB a warpgroup, in the weight space the
+/// input's K tiles leave free: inputs of at most [`PROJ_RES_TMA_STORE_MAX_K_TILES`] K tiles) instead
+/// of its threads' own stores. H200, 2026-12-02 session 16 call 9 (TF32, `--phases`, three rounds,
+/// same bits): layer 0 (K = 60) 0.205-0.208 ms at batch 256 against 0.255-0.261 with the
+/// threads' stores, 0.830-0.835 against 0.996-1.011 at 1024.
+pub const PROJ_RES_STORE_BY_TMA: usize = 2;
+/// Resident TF32 projection: the most K tiles of an input whose outputs can leave by TMA (the
+/// weight space of [`PROJ_RES_MAX_K_TILES`] tiles then also holds every warpgroup's 32 KiB
+/// staging): 2 (inputs of up to 64 values, layer 0).
+pub const PROJ_RES_TMA_STORE_MAX_K_TILES: usize =
+    PROJ_RES_MAX_K_TILES - PROJ_RES_WARPGROUPS * 64 * 128 * 4 / (PROJ_WG_B_TILE_FLOATS * 4);
 /// The input width rounded up to [`PROJ_WG_K_TILE`]: the K extent of the warpgroup-MMA weight
 /// image (60 becomes 64, 256 stays 256).
 pub const fn proj_wg_padded_in(width: usize) -> usize {
@@ -316,7 +331,7 @@ pub const MAX_DEFINES: usize = 80;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 67] = [
+    let all: [(&'static str, usize); 69] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -396,6 +411,8 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_PROJ_RES_COL_TILES", PROJ_RES_COL_TILES),
         ("BILSTM_PROJ_RES_SHARED_BYTES", PROJ_RES_SHARED_BYTES),
         ("BILSTM_PROJ_RES_THREADS", PROJ_RES_THREADS),
+        ("BILSTM_PROJ_RES_ROUND_INPUT", PROJ_RES_ROUND_INPUT),
+        ("BILSTM_PROJ_RES_STORE_BY_TMA", PROJ_RES_STORE_BY_TMA),
         ("BILSTM_EXCHANGE_WORD_BYTES", EXCHANGE_WORD_BYTES),
         ("BILSTM_EXCHANGE_LINE_BYTES", EXCHANGE_LINE_BYTES),
         ("BILSTM_EXCHANGE_LINE_WORDS", EXCHANGE_LINE_WORDS),
@@ -450,7 +467,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 67);
+        assert_eq!(d.len(), 69);
         assert!(d.contains(&("BILSTM_PROJ_RES_SHARED_BYTES", 229_632)));
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));

@@ -731,14 +731,19 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 // - Parameters: bl_projection_params, weights[d] being direction d's natural-order TF32 image
 //   (PackedOffsets::input_tf32_wgmma, bilstm_core::layout::pack_input_tf32_wgmma_into: per column
 //   tile, per K tile, 128 gate columns x 32 k in the 128-byte swizzle, k at its natural slot,
-//   proj_wg_padded_in(in_width) * 512 floats a direction, 16-byte aligned); then a
-//   bl_tensor_map (__grid_constant__ CUtensorMap) the host encodes per launch, `map` over x
+//   proj_wg_padded_in(in_width) * 512 floats a direction, 16-byte aligned); then two
+//   bl_tensor_map (__grid_constant__ CUtensorMap) the host encodes per launch: `map` over x
 //   (FP32, 2-D, dimensions {in_width, rows}, row stride in_width * 4 bytes, box {32,
-//   BLOCK_ROWS}, 128-byte swizzle, out-of-bounds elements zero); then `round_input` (u32):
-//   nonzero, the kernel rounds every activation to TF32 in shared memory (layer 0, the model's
-//   own input); zero, x must already hold TF32 values (low 13 bits zero: the producing
-//   recurrence stores them rounded to nearest, ties to even, with out_tf32; the tensor cores
-//   ignore any other low bits).
+//   BLOCK_ROWS}, 128-byte swizzle, out-of-bounds elements zero) and `out_map` over the output
+//   (FP32, 3-D, dimensions {512, rows, 2}, strides 512 * 4 and out_direction_stride * 4 bytes,
+//   box {32, 64, 1}, 128-byte swizzle: stores past `rows` are dropped; read only with
+//   BILSTM_PROJ_RES_STORE_BY_TMA); then `flags` (u32): BILSTM_PROJ_RES_ROUND_INPUT, the kernel
+//   rounds every activation to TF32 in shared memory (layer 0, the model's own input), else x
+//   must already hold TF32 values (low 13 bits zero: the producing recurrence stores them
+//   rounded to nearest, ties to even, with out_tf32; the tensor cores ignore any other low
+//   bits); BILSTM_PROJ_RES_STORE_BY_TMA, the output tiles leave through shared memory by TMA
+//   (an input of at most MAX_K_TILES - 2 W K tiles, whose weights leave room in the weight space
+//   for every warpgroup's 32 KiB staging; the kernel traps otherwise).
 // - Preconditions: 1 <= in_width <= 32 * BILSTM_PROJ_RES_MAX_K_TILES and a multiple of 4 (the
 //   map's stride), whole row blocks below 2^31 rows (TMA coordinates are signed 32-bit), x and
 //   out 16-byte aligned, out_direction_stride a multiple of 4; otherwise as the other entries.
@@ -750,13 +755,18 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 //   test gpu_tf32 `resident_and_streaming_tf32_projections_give_the_same_bits`; the eight
 //   products of a k-step sum alike in either order).
 // - Postconditions: every out[d][row, col] for row < rows is written exactly once, by the
-//   threads' own 8-byte stores (complete when the kernel is), nothing else.
+//   threads' own 8-byte stores or by the tensor-copy engine (complete when the kernel is),
+//   nothing else.
 // - Design: W = BILSTM_PROJ_RES_THREADS / 128 warpgroups, each its own pipeline of row blocks and
 //   its own stages, so that while one stores a tile the others' products and copies run. With
-//   round_input a warpgroup rounds each stage in place after its copy lands (16-byte pieces,
+//   BILSTM_PROJ_RES_ROUND_INPUT a warpgroup rounds each stage in place after its copy lands (16-byte pieces,
 //   the same number a thread), then fence.proxy.async and its named barrier before the
 //   products. After a block's last K tile its 64 x 128 accumulators go straight to global
-//   memory (16 8-byte stores a thread and row pair). H200 session 16 call 5 (TF32, `--phases`,
+//   memory (16 8-byte stores a thread and row pair), or with BILSTM_PROJ_RES_STORE_BY_TMA into
+//   the warpgroup's staging (four swizzled 32-column boxes), fence.proxy.async, its barrier,
+//   and four TMA stores by its first thread, which waits for their reads before the next
+//   block's epilogue (H200 session 16 call 9: layer 0 at batch 256 0.205-0.208 ms against
+//   0.255-0.261 with the threads' stores, same bits; layers 1-3 have no room for it). H200 session 16 call 5 (TF32, `--phases`,
 //   three rounds; bits SAME at batches 1-1024): three warpgroups with 4 stages and these
 //   stores, layer 1 at batch 256 0.329-0.331 ms, at 1024 1.283-1.286, against two warpgroups
 //   storing half of each tile through a TMA-store staging (which the third warpgroup's stages
@@ -781,6 +791,15 @@ constexpr bl_u32 BL_RES_A_BYTES = BL_RES_ROWS * BL_WG_KT * 4;
 constexpr bl_u32 BL_RES_B_BYTES = BL_WG_COLS * BL_WG_KT * 4;
 // Warpgroups a block, each streaming its own row blocks through its own stages.
 constexpr int BL_RES_WGS = BILSTM_PROJ_RES_THREADS / 128;
+// The flags (the entry's last parameter): round the input to TF32 in shared memory; store the
+// output tiles through shared memory by TMA (needs the weight space of BILSTM_PROJ_RES_MAX_K_TILES
+// K tiles to hold the input's K tiles and every warpgroup's staging).
+constexpr bl_u32 BL_RES_ROUND_INPUT = BILSTM_PROJ_RES_ROUND_INPUT;
+constexpr bl_u32 BL_RES_STORE_BY_TMA = BILSTM_PROJ_RES_STORE_BY_TMA;
+// A warpgroup's output staging: its 64 x 128 tile as four TMA-store boxes of 32 columns, each 64
+// rows of 128 bytes in the 128-byte swizzle.
+constexpr bl_u32 BL_RES_OUT_BOX_BYTES = 64 * 32 * 4;
+constexpr bl_u32 BL_RES_OUT_BYTES = 4 * BL_RES_OUT_BOX_BYTES;
 // Where the mbarriers start: after the weights and every warpgroup's stages.
 constexpr bl_u32 BL_RES_BAR_AT = BL_RES_MAX_KT * BL_RES_B_BYTES + BL_RES_WGS * BL_RES_STAGES * BL_RES_A_BYTES;
 static_assert(BL_RES_BAR_AT + 8 + 2 * BL_RES_WGS * BL_RES_STAGES * 8 <= BILSTM_PROJ_RES_SHARED_BYTES,
@@ -820,6 +839,26 @@ __device__ __forceinline__ void bl_tma_load_2d(bl_u32 dst, const bl_tensor_map* 
         : "memory");
 }
 
+// Stores the box at `src` (shared, 1,024-byte aligned) to coordinates (c0, c1, c2) of `map`
+// with the tensor-copy engine (elements outside the map's bounds are not written); one bulk
+// group of this thread's.
+__device__ __forceinline__ void bl_tma_store_3d(const bl_tensor_map* map, int c0, int c1, int c2, bl_u32 src) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];"
+                 :
+                 : "l"(reinterpret_cast<bl_u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void bl_bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;" : : : "memory");
+}
+// Waits until every bulk group this thread committed has finished reading shared memory.
+__device__ __forceinline__ void bl_bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read 0;" : : : "memory");
+}
+// Waits until every bulk group this thread committed has completed (its writes done).
+__device__ __forceinline__ void bl_bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
+}
 // Orders this thread's shared-memory writes (generic proxy) before later async-proxy reads.
 __device__ __forceinline__ void bl_fence_proxy_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
@@ -846,7 +885,9 @@ __device__ __forceinline__ void bl_wg_barrier(bl_u32 wgroup) {
 // warp, made after `wgmma.wait_group 1` shows that step's products complete). Products run one
 // group ahead: the group of step f is committed before the warps wait for step f - 1's.
 __device__ __forceinline__ void bl_projection_resident(const bl_projection_params& p, const bl_tensor_map* map,
-                                                       bl_u32 round_input, float* smem) {
+                                                       const bl_tensor_map* out_map, bl_u32 flags, float* smem) {
+    const bl_u32 round_input = flags & BL_RES_ROUND_INPUT;
+    const bool tma_out = (flags & BL_RES_STORE_BY_TMA) != 0u;
     const int tid = threadIdx.x;
     const int lane = tid % BILSTM_WARP_THREADS;
     const int warp = tid / BILSTM_WARP_THREADS;
@@ -865,11 +906,15 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
     const bl_u32 steps = my_blocks * k_tiles;
 
     const bl_u32 base = bl_shared_address(smem);
-    if ((base & 1023u) != 0u || sets == 0u || set >= sets || k_tiles > (bl_u32)BL_RES_MAX_KT) {
+    if ((base & 1023u) != 0u || sets == 0u || set >= sets || k_tiles > (bl_u32)BL_RES_MAX_KT ||
+        (tma_out && k_tiles * BL_RES_B_BYTES + BL_RES_WGS * BL_RES_OUT_BYTES > BL_RES_MAX_KT * BL_RES_B_BYTES)) {
         asm volatile("trap;");  // a broken launch contract: stop loudly rather than compute garbage
     }
     const bl_u32 a_ring = base + BL_RES_MAX_KT * BL_RES_B_BYTES + wgroup * (bl_u32)(BL_RES_STAGES * BL_RES_A_BYTES);
     const bl_u32 weights_bar = base + BL_RES_BAR_AT;
+    // With BL_RES_STORE_BY_TMA: this warpgroup's output staging in the weight space the input's
+    // K tiles leave unused (the guard above checks the room).
+    const bl_u32 staging = base + k_tiles * BL_RES_B_BYTES + wgroup * BL_RES_OUT_BYTES;
     const bl_u32 full0 = weights_bar + 8u + wgroup * (bl_u32)(BL_RES_STAGES * 8);
     const bl_u32 empty0 = weights_bar + 8u + (bl_u32)(BL_RES_WGS * BL_RES_STAGES * 8) + wgroup * (bl_u32)(BL_RES_STAGES * 8);
     if (tid == 0) {
@@ -964,6 +1009,41 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
         // The epilogue: the block's 64 x 128 tile in two halves of 64 columns. Accumulator
         // 4 j + q: row my_row + 8 (q / 2), column 8 j + 2 pair + q % 2.
         const bl_u32 row0 = (first + i * stride) * BL_RES_ROWS;
+        if (tma_out) {
+            // The tile through this warpgroup's staging (four swizzled boxes of 32 columns),
+            // stored by TMA (rows past `rows` are not written): box j / 4, row r, 16-byte chunk
+            // (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8. The staging is
+            // rewritten only after the previous block's stores have read it.
+            if (producer) {
+                bl_bulk_wait_read();
+            }
+            bl_wg_barrier(wgroup);
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+#pragma unroll
+                for (int up = 0; up < 2; ++up) {
+                    const bl_u32 r = (bl_u32)(my_row + 8 * up);
+                    const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
+                    const bl_u32 at =
+                        staging + (bl_u32)(j / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u + (bl_u32)(pair % 2) * 8u;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                                 :
+                                 : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
+                                 : "memory");
+                }
+            }
+            bl_fence_proxy_async_shared();
+            bl_wg_barrier(wgroup);
+            if (producer) {
+                const int col0 = (int)(col_tile * BL_WG_COLS);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    bl_tma_store_3d(out_map, col0 + 32 * q, (int)row0, (int)direction, staging + (bl_u32)q * BL_RES_OUT_BOX_BYTES);
+                }
+                bl_bulk_commit();
+            }
+            continue;
+        }
         // Each thread's 8-byte pairs straight to global memory, rows past `rows` skipped.
         {
             float* const cols = p.out + direction * p.out_direction_stride + col_tile * BL_WG_COLS + 2 * pair;
@@ -983,19 +1063,23 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             }
         }
     }
+    if (tma_out && producer) {
+        bl_bulk_wait();  // the staging stays valid until the last stores have completed
+    }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 extern "C" __global__ void __launch_bounds__(BILSTM_PROJ_RES_THREADS, 1)
     bilstm_projection_tf32_resident(const bl_projection_params p, const __grid_constant__ bl_tensor_map map,
-                                    const bl_u32 round_input) {
+                                    const __grid_constant__ bl_tensor_map out_map, const bl_u32 flags) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) float bl_res_shared[];
-    bl_projection_resident(p, &map, round_input, bl_res_shared);
+    bl_projection_resident(p, &map, &out_map, flags, bl_res_shared);
 #else
     (void)p;
     (void)map;
-    (void)round_input;
+    (void)out_map;
+    (void)flags;
     asm volatile("trap;");
 #endif
 }

@@ -478,12 +478,14 @@ pub const PROJECTION_TF32_WGMMA: Kernel = Kernel {
 /// (`PackedOffsets::input_tf32_wgmma`, the natural-order image) resident in shared memory, and
 /// its `PROJ_RES_WARPGROUPS` (3) warpgroups stream 64-row blocks of activations by TMA through a
 /// tensor map, one `m64n128k8` a k-step with both operands in shared memory, and store their
-/// tiles with their own threads. Its input holds TF32 values (the previous layer's recurrence
-/// stores them rounded) or, with `round_input`, is rounded in shared memory (layer 0).
+/// tiles with their own threads or, for inputs of at most `PROJ_RES_TMA_STORE_MAX_K_TILES` K
+/// tiles (layer 0), through shared memory by TMA. Its input holds TF32 values (the previous
+/// layer's recurrence stores them rounded) or is rounded in shared memory (layer 0).
 /// Compute capability 9.0 (`compute_90a`; a trap elsewhere). Not cooperative; persistent: grid
 /// `(8 * J, 1, 1)`, `PROJ_RES_THREADS` (384) threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic
-/// shared bytes; parameters [`params::ProjectionParams`], the activations'
-/// [`params::TensorMap`], then `round_input` (u32); see its contract in `projection_tf32x3.cu`.
+/// shared bytes; parameters [`params::ProjectionParams`], two [`params::TensorMap`]s (the
+/// activations', the output's), then the flags (u32: `PROJ_RES_ROUND_INPUT`,
+/// `PROJ_RES_STORE_BY_TMA`); see its contract in `projection_tf32x3.cu`.
 /// Same bits as [`PROJECTION_TF32_WGMMA`] over the same values.
 pub const PROJECTION_TF32_RESIDENT: Kernel = Kernel {
     id: KernelId::ProjectionTf32Resident,

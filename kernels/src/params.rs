@@ -205,8 +205,9 @@ pub struct ProjectionTf32Params {
 const _: () = assert!(size_of::<ProjectionTf32Params>() == 56);
 
 /// `bl_tensor_map` (kernels/cuda/projection_tf32x3.cu): an encoded `CUtensorMap` (128 opaque
-/// bytes, 64-byte aligned), the second parameter of `bilstm_projection_tf32_resident` (over its
-/// activations), made by the driver's `cuTensorMapEncodeTiled` on the host for each launch.
+/// bytes, 64-byte aligned), the second and third parameters of
+/// `bilstm_projection_tf32_resident` (activations, output), made by the driver's
+/// `cuTensorMapEncodeTiled` on the host for each launch.
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TensorMap {

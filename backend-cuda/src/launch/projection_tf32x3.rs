@@ -15,6 +15,7 @@
 
 use bilstm_core::geometry::{
     GATE_ROWS, K_PAD, PROJ_RES_BLOCK_ROWS, PROJ_RES_COL_TILES, PROJ_RES_MAX_K_TILES,
+    PROJ_RES_ROUND_INPUT, PROJ_RES_STORE_BY_TMA, PROJ_RES_TMA_STORE_MAX_K_TILES,
     PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS,
     PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TF32_TILE_COLS, PROJ_WG_TILE_COLS,
     PROJ_WG_TILE_ROWS,
@@ -256,6 +257,21 @@ pub(crate) fn check_resident(
 // bytes, 64-byte aligned, asserted on both sides). Kernel parameters are copied by value.
 unsafe impl DeviceRepr for KernelArg<TensorMap> {}
 
+/// The flags (last parameter) of `bilstm_projection_tf32_resident` for an input of `in_width`
+/// values: `PROJ_RES_ROUND_INPUT` with `round_input` (an input not stored rounded: layer 0), and
+/// `PROJ_RES_STORE_BY_TMA` wherever the input's K tiles leave the weight space room for the
+/// output staging (at most `PROJ_RES_TMA_STORE_MAX_K_TILES`: layer 0's 60 values).
+pub(crate) fn resident_flags(in_width: usize, round_input: bool) -> u32 {
+    let mut flags = 0;
+    if round_input {
+        flags |= PROJ_RES_ROUND_INPUT as u32;
+    }
+    if in_width.div_ceil(PROJ_WG_K_TILE) <= PROJ_RES_TMA_STORE_MAX_K_TILES {
+        flags |= PROJ_RES_STORE_BY_TMA as u32;
+    }
+    flags
+}
+
 /// Launches the resident TF32 projection of both directions of one layer on `stream`.
 ///
 /// `func` must be `bilstm_projection_tf32_resident`, loaded for this device with its dynamic
@@ -280,15 +296,22 @@ pub(crate) fn launch_resident(
         args.rows,
         args.in_width,
     )?);
-    let round_input = u32::from(round_input);
+    let flags = resident_flags(args.in_width, round_input);
+    // The output map only where the tiles leave by TMA (the kernel reads it only then).
+    let out_map = KernelArg(if flags & PROJ_RES_STORE_BY_TMA as u32 != 0 {
+        super::sys::gates_map(args.out.addr, args.rows, args.direction_stride)?
+    } else {
+        TensorMap { words: [0; 16] }
+    });
     let mut builder = stream.launch_builder(func);
     builder.arg(&params);
     builder.arg(&map);
-    builder.arg(&round_input);
+    builder.arg(&out_map);
+    builder.arg(&flags);
     // SAFETY: `func` is bilstm_projection_tf32_resident (loaded by that name); its parameters
-    // are bl_projection_params (mirrored by `KernelArg<ProjectionParams>`, 48 bytes), one
-    // bl_tensor_map (`KernelArg<TensorMap>`, 128 bytes) and a u32 (the rounding flag), in that
-    // order. `check_resident`
+    // are bl_projection_params (mirrored by `KernelArg<ProjectionParams>`, 48 bytes), two
+    // bl_tensor_map (`KernelArg<TensorMap>`, 128 bytes each: the input's, the output's) and a
+    // u32 (the flags), in that order. `check_resident`
     // established its launch contract: compute capability 9.0 (the entry is the real kernel);
     // x 16-byte aligned holding rows * in_width floats, in_width a multiple of 4 in 1..=256,
     // rows below 2^31 in whole 64-row blocks; each direction's weights hold
@@ -296,9 +319,13 @@ pub(crate) fn launch_resident(
     // image is read); the output holds direction_stride + rows * 512 floats, 16-byte aligned,
     // direction_stride >= rows * 512 and a multiple of 4; the grid is a positive multiple of 8
     // blocks of PROJ_RES_THREADS threads with exactly the entry's dynamic shared bytes (which
-    // Kernels::load allowed; were it not, the driver refuses the launch). The tensor map was
-    // encoded by the driver over exactly x's rows * in_width floats (`sys::activation_map`), so
-    // the copies read nothing else; the threads' 8-byte stores go to rows below `rows` only
+    // Kernels::load allowed; were it not, the driver refuses the launch). The input's tensor map
+    // was encoded by the driver over exactly x's rows * in_width floats (`sys::activation_map`),
+    // so the copies read nothing else; with PROJ_RES_STORE_BY_TMA (only for inputs of at most
+    // PROJ_RES_TMA_STORE_MAX_K_TILES K tiles, whose weight space holds the staging) the
+    // output's was encoded over its two directions of rows * 512 floats at direction_stride
+    // (`sys::gates_map`), so the stores touch nothing else, and without it the kernel never
+    // reads the (zeroed) map; the threads' 8-byte stores go to rows below `rows` only
     // (params.rows), at even column offsets below 512 of a direction, so they stay inside the
     // output and are 8-byte aligned. The output (the backend's projection buffer) overlaps neither the
     // input nor the weights, and stream order finishes its previous readers first.
@@ -510,6 +537,11 @@ mod tests {
                 Err(CudaError::Unsupported { .. })
             ));
         }
+        // Flags: layer 0 rounds its input; inputs of up to two K tiles store by TMA.
+        assert_eq!(resident_flags(60, true), 3);
+        assert_eq!(resident_flags(64, false), 2);
+        assert_eq!(resident_flags(68, true), 1);
+        assert_eq!(resident_flags(256, false), 0);
         // Which inputs it takes: widths of whole 16-byte rows up to 256, on 9.0.
         assert!(resident_applies((9, 0), 256));
         assert!(resident_applies((9, 0), 60));

@@ -218,6 +218,32 @@ pub(crate) fn activation_map(
     )
 }
 
+/// The tensor map of `bilstm_projection_tf32_resident`'s output stores: FP32, 3-D, dimensions
+/// `{512, rows, 2}` (gate columns, rows, directions) over the projection buffer at device
+/// address `out`, strides `512 * 4` and `direction_stride * 4` bytes, boxes of 32 columns x 64
+/// rows x 1, 128-byte swizzle (stores outside the dimensions are dropped).
+///
+/// # Errors
+/// As [`activation_map`]: a direction stride not a multiple of 4 floats, an address not
+/// 16-byte aligned, a zero size; the driver's refusal.
+pub(crate) fn gates_map(
+    out: u64,
+    rows: usize,
+    direction_stride: usize,
+) -> Result<bilstm_kernels::params::TensorMap, crate::error::CudaError> {
+    const KERNEL: &str = "bilstm_projection_tf32_resident";
+    let gate_rows = bilstm_core::geometry::GATE_ROWS;
+    super::require(KERNEL, "tensor map rows", 1, rows)?;
+    super::require_multiple(KERNEL, "tensor map direction stride", direction_stride, 4)?;
+    encode_f32_map(
+        out,
+        &[gate_rows as u64, rows as u64, 2],
+        &[gate_rows as u64 * 4, direction_stride as u64 * 4],
+        // 32 columns: one 128-byte swizzle row of FP32; the rows of a warpgroup's block.
+        &[32, bilstm_core::geometry::PROJ_RES_BLOCK_ROWS as u32, 1],
+    )
+}
+
 /// Encodes a tiled FP32 tensor map of rank `dims.len()` (2 or 3) over device address `address`:
 /// `strides` the byte strides of dimensions 1.., `boxes` the box extents, element strides 1, no
 /// interleave, 128-byte swizzle, L2 promotion of 256 bytes, out-of-bounds elements zero.
