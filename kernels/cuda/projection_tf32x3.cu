@@ -757,18 +757,19 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 // - Postconditions: every out[d][row, col] for row < rows is written exactly once, by the
 //   threads' own 8-byte stores or by the tensor-copy engine (complete when the kernel is),
 //   nothing else.
-// - Design: W = BILSTM_PROJ_RES_THREADS / 128 warpgroups, each its own pipeline of row blocks and
-//   its own stages, so that while one stores a tile the others' products and copies run. With
-//   BILSTM_PROJ_RES_ROUND_INPUT a warpgroup rounds each stage in place after its copy lands (16-byte pieces,
-//   the same number a thread), then fence.proxy.async and its named barrier before the
-//   products. After a block's last K tile its 64 x 128 accumulators go straight to global
-//   memory (16 8-byte stores a thread and row pair), or with BILSTM_PROJ_RES_STORE_BY_TMA into
-//   the warpgroup's staging (four swizzled 32-column boxes), fence.proxy.async, its barrier,
-//   and four TMA stores by its first thread, which waits for their reads before the next
-//   block's epilogue (H200 session 16 call 9: layer 0 at batch 256 0.205-0.208 ms against
-//   0.255-0.261 with the threads' stores, same bits; layers 1-3 have no room for it). H200 session 16 call 5 (TF32, `--phases`,
-//   three rounds; bits SAME at batches 1-1024): three warpgroups with 4 stages and these
-//   stores, layer 1 at batch 256 0.329-0.331 ms, at 1024 1.283-1.286, against two warpgroups
+// - Design: W = BILSTM_PROJ_RES_THREADS / 128 warpgroups, each its own pipeline of row blocks
+//   and its own stages, so that while one stores a tile the others' products and copies run.
+//   With BILSTM_PROJ_RES_ROUND_INPUT a warpgroup rounds each stage in place after its copy lands
+//   (16-byte pieces, the same number a thread), then fence.proxy.async and its named barrier
+//   before the products. After a block's last K tile its 64 x 128 accumulators go straight to
+//   global memory (16 8-byte stores a thread and row pair), or with
+//   BILSTM_PROJ_RES_STORE_BY_TMA into the warpgroup's staging (four swizzled 32-column boxes),
+//   fence.proxy.async, its barrier, and four TMA stores by its first thread, which waits for
+//   their reads before the next block's epilogue (H200 session 16 call 9: layer 0 at batch 256
+//   0.205-0.208 ms against 0.255-0.261 with the threads' stores, same bits; layers 1-3 have no
+//   room for it). H200 session 16 call 5 (TF32, `--phases`, three rounds; bits SAME at batches
+//   1-1024): three warpgroups with 4 stages and the threads' stores, layer 1 at batch 256
+//   0.329-0.331 ms, at 1024 1.283-1.286, against two warpgroups
 //   storing half of each tile through a TMA-store staging (which the third warpgroup's stages
 //   replaced in shared memory) 0.362-0.364 / 1.415; four warpgroups with 3 stages 0.359-0.361
 //   / 1.419-1.421. Session 15 call 1: writing the output alone would take 0.14 ms at batch 256
@@ -848,17 +849,21 @@ __device__ __forceinline__ void bl_tma_store_3d(const bl_tensor_map* map, int c0
                  : "l"(reinterpret_cast<bl_u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(src)
                  : "memory");
 }
+
 __device__ __forceinline__ void bl_bulk_commit() {
     asm volatile("cp.async.bulk.commit_group;" : : : "memory");
 }
+
 // Waits until every bulk group this thread committed has finished reading shared memory.
 __device__ __forceinline__ void bl_bulk_wait_read() {
     asm volatile("cp.async.bulk.wait_group.read 0;" : : : "memory");
 }
+
 // Waits until every bulk group this thread committed has completed (its writes done).
 __device__ __forceinline__ void bl_bulk_wait() {
     asm volatile("cp.async.bulk.wait_group 0;" : : : "memory");
 }
+
 // Orders this thread's shared-memory writes (generic proxy) before later async-proxy reads.
 __device__ __forceinline__ void bl_fence_proxy_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" : : : "memory");
@@ -1006,8 +1011,8 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             }
         }
         bl_wg_wait_all();
-        // The epilogue: the block's 64 x 128 tile in two halves of 64 columns. Accumulator
-        // 4 j + q: row my_row + 8 (q / 2), column 8 j + 2 pair + q % 2.
+        // The epilogue: the block's 64 x 128 tile. Accumulator 4 j + q: row my_row + 8 (q / 2),
+        // column 8 j + 2 pair + q % 2.
         const bl_u32 row0 = (first + i * stride) * BL_RES_ROWS;
         if (tma_out) {
             // The tile through this warpgroup's staging (four swizzled boxes of 32 columns),
@@ -1038,7 +1043,8 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
                 const int col0 = (int)(col_tile * BL_WG_COLS);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
-                    bl_tma_store_3d(out_map, col0 + 32 * q, (int)row0, (int)direction, staging + (bl_u32)q * BL_RES_OUT_BOX_BYTES);
+                    bl_tma_store_3d(out_map, col0 + 32 * q, (int)row0, (int)direction,
+                                    staging + (bl_u32)q * BL_RES_OUT_BOX_BYTES);
                 }
                 bl_bulk_commit();
             }
