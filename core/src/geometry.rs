@@ -280,7 +280,8 @@ pub const PROJ_RES_SHARED_BYTES: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_B_TILE_F
     + PROJ_RES_WARPGROUPS * PROJ_RES_STAGES * PROJ_RES_BLOCK_ROWS * PROJ_WG_K_TILE * 4
     + (8 + 2 * PROJ_RES_WARPGROUPS * PROJ_RES_STAGES * 8).div_ceil(256) * 256;
 /// Resident TF32 projection: warpgroups a block, each streaming its own row blocks through its
-/// own [`PROJ_RES_STAGES`] stages and storing its tiles with its threads' own 8-byte stores. H200,
+/// own [`PROJ_RES_STAGES`] stages and storing its tiles with its threads' own 8-byte stores (or by
+/// TMA: [`PROJ_RES_STORE_BY_TMA`]). H200,
 /// 2026-12-02 session 16 call 5 (TF32, `--phases`, three rounds against two warpgroups whose
 /// epilogue went half through a TMA-store staging): layer 1 0.329-0.331 ms against 0.362-0.364
 /// at batch 256, 1.283-1.286 against 1.415 at 1024; four warpgroups of 3 stages 0.359-0.361 /
