@@ -275,11 +275,13 @@ pub(crate) fn resident_flags(in_width: usize, round_input: bool) -> u32 {
 /// Launches the resident TF32 projection of both directions of one layer on `stream`.
 ///
 /// `func` must be `bilstm_projection_tf32_resident`, loaded for this device with its dynamic
-/// shared limit raised (as `Kernels::load` does); the layer input must hold TF32 values (the
-/// previous recurrence ran with `out_tf32`), else the tensor cores truncate it.
+/// shared limit raised (as `Kernels::load` does). With `round_input` the kernel rounds the
+/// layer input to TF32 itself (layer 0); without it the input must hold TF32 values (the
+/// previous recurrence ran with `out_tf32`), else the tensor cores truncate it. The flags are
+/// [`resident_flags`]'s.
 ///
 /// # Errors
-/// As [`check_resident`]; [`CudaError::Driver`] when the driver cannot encode the tensor map;
+/// As [`check_resident`]; [`CudaError::Driver`] when the driver cannot encode a tensor map;
 /// [`CudaError::Launch`] when it refuses the launch.
 pub(crate) fn launch_resident(
     func: &CudaFunction,
