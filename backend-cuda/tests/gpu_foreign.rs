@@ -157,27 +157,10 @@ fn a_foreign_input_off_16_byte_alignment_keeps_its_bits_in_tf32() {
     let st = stack(&shape);
     let batch = 8;
     let input = random_input(&shape, batch, INPUT_SEED);
-    let mut gpu = gpu_support::gpu();
-    if !bilstm_core::plan::wgmma_available(gpu.device().facts.compute_capability) {
-        eprintln!("skipped: no warpgroup MMA on this GPU");
+    if gpu_support::no_resident_projection_here() {
         return;
     }
-    gpu.prepare(
-        &st.weights().expect("weights"),
-        &bilstm_core::BackendConfig {
-            shape,
-            max_batch: batch,
-            math: bilstm_core::MathMode::Tf32,
-        },
-    )
-    .expect("prepare");
-    gpu.set_overrides(bilstm_cuda::Overrides {
-        recurrence: Some(bilstm_cuda::RecurrenceKind::Cluster),
-        projection: Some(bilstm_core::plan::ProjectionTile::Tf32Wgmma),
-        cluster_size: Some(2),
-        cluster_windows: Some(8),
-    })
-    .expect("forcing the 8-window quads");
+    let mut gpu = gpu_support::prepared_quads(&st, batch, 8);
     let out_len = shape.output_len(batch).expect("output");
     let theirs = gpu.context().new_stream().expect("a stream");
     let mut results = Vec::new();

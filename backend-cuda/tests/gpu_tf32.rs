@@ -19,8 +19,8 @@ use bilstm_core::{
 };
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
-    INPUT_SEED, assert_same_bits, cached_reference, errors, first_difference, gpu, reference, run,
-    seed, stack,
+    INPUT_SEED, assert_same_bits, cached_reference, errors, first_difference, gpu,
+    no_resident_projection_here, prepared_quads, reference, run, seed, stack, tf32_backend,
 };
 
 fn tf32_budget() -> f64 {
@@ -34,22 +34,6 @@ fn tf32_tiles() -> Vec<ProjectionTile> {
         tiles.push(ProjectionTile::Tf32Wgmma);
     }
     tiles
-}
-
-/// A backend in `MathMode::Tf32` for `stack`'s shape and batches up to `max_batch`, with
-/// `overrides` forced.
-fn tf32_backend(stack: &OwnedStack, max_batch: usize, overrides: Overrides) -> CudaBackend {
-    let mut b = gpu();
-    let config = BackendConfig {
-        shape: stack.shape,
-        max_batch,
-        math: MathMode::Tf32,
-    };
-    b.prepare(&stack.weights().expect("weights"), &config)
-        .unwrap_or_else(|e| panic!("prepare: {e}"));
-    b.set_overrides(overrides)
-        .unwrap_or_else(|e| panic!("forcing {overrides:?}: {e}"));
-    b
 }
 
 /// A backend in `MathMode::Tf32` with the TF32 projection `tile` forced, and the wide recurrence
@@ -252,33 +236,6 @@ fn small_tf32_pass_for_sanitizers() {
         eprintln!("{tile} batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
         assert!(rel <= tf32_budget());
     }
-}
-
-/// A TF32 backend for `stack`'s shape and batches up to `max_batch` whose recurrence is the
-/// 2-CTA cluster kernel with `windows` windows a cluster (a register-quad kernel for 4 and 8),
-/// the warpgroup TF32 projection forced and the resident projection on.
-fn prepared_quads(stack: &OwnedStack, max_batch: usize, windows: usize) -> CudaBackend {
-    let mut b = tf32_backend(
-        stack,
-        max_batch,
-        Overrides {
-            recurrence: Some(RecurrenceKind::Cluster),
-            projection: Some(ProjectionTile::Tf32Wgmma),
-            cluster_size: Some(2),
-            cluster_windows: Some(windows),
-        },
-    );
-    b.set_resident_projection(true);
-    b
-}
-
-/// Whether this GPU lacks warpgroup MMA (the resident projection runs on 9.0 only); says so.
-fn no_resident_projection_here() -> bool {
-    let none = !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability);
-    if none {
-        eprintln!("skipped: no warpgroup MMA on this GPU");
-    }
-    none
 }
 
 /// The windows a cluster of the last forward's plan (`None`: not the cluster recurrence).

@@ -280,9 +280,9 @@ pub const PROJ_RES_SHARED_BYTES: usize = PROJ_RES_MAX_K_TILES * PROJ_WG_B_TILE_F
     + PROJ_RES_WARPGROUPS * PROJ_RES_STAGES * PROJ_RES_BLOCK_ROWS * PROJ_WG_K_TILE * 4
     + (8 + 2 * PROJ_RES_WARPGROUPS * PROJ_RES_STAGES * 8).div_ceil(256) * 256;
 /// Resident TF32 projection: warpgroups a block, each streaming its own row blocks through its
-/// own [`PROJ_RES_STAGES`] stages and storing its tiles with its threads' own 8-byte stores (or by
-/// TMA: [`PROJ_RES_STORE_BY_TMA`]). H200,
-/// 2026-12-02 session 16 call 5 (TF32, `--phases`, three rounds against two warpgroups whose
+/// own [`PROJ_RES_STAGES`] stages and storing its tiles with its threads' own 8-byte stores (or
+/// by TMA: [`PROJ_RES_STORE_BY_TMA`]). H200, 2026-12-02 session 16 call 5 (TF32, `--phases`,
+/// three rounds against two warpgroups whose
 /// epilogue went half through a TMA-store staging): layer 1 0.329-0.331 ms against 0.362-0.364
 /// at batch 256, 1.283-1.286 against 1.415 at 1024; four warpgroups of 3 stages 0.359-0.361 /
 /// 1.419-1.421 (the stages' depth matters as much as the warpgroups').
@@ -294,16 +294,16 @@ pub const PROJ_RES_THREADS: usize = 128 * PROJ_RES_WARPGROUPS;
 pub const PROJ_RES_ROUND_INPUT: usize = 1;
 /// Resident TF32 projection, flag of its last parameter: each warpgroup stores its output tiles
 /// through shared memory by TMA (64 x 128 floats, 32 KiB a warpgroup, in the weight space the
-/// input's K tiles leave free: inputs of at most [`PROJ_RES_TMA_STORE_MAX_K_TILES`] K tiles) instead
-/// of its threads' own stores. H200, 2026-12-02 session 16 call 9 (TF32, `--phases`, three rounds,
-/// same bits): layer 0 (K = 60) 0.205-0.208 ms at batch 256 against 0.255-0.261 with the
-/// threads' stores, 0.830-0.835 against 0.996-1.011 at 1024.
+/// input's K tiles leave free: inputs of at most [`PROJ_RES_TMA_STORE_MAX_K_TILES`] K tiles)
+/// instead of its threads' own stores. H200, 2026-12-02 session 16 call 9 (TF32, `--phases`,
+/// three rounds, same bits): layer 0 (K = 60) 0.205-0.208 ms at batch 256 against 0.255-0.261
+/// with the threads' stores, 0.830-0.835 against 0.996-1.011 at 1024.
 pub const PROJ_RES_STORE_BY_TMA: usize = 2;
 /// Resident TF32 projection: the most K tiles of an input whose outputs can leave by TMA (the
 /// weight space of [`PROJ_RES_MAX_K_TILES`] tiles then also holds every warpgroup's 32 KiB
 /// staging): 2 (inputs of up to 64 values, layer 0).
-pub const PROJ_RES_TMA_STORE_MAX_K_TILES: usize =
-    PROJ_RES_MAX_K_TILES - PROJ_RES_WARPGROUPS * 64 * 128 * 4 / (PROJ_WG_B_TILE_FLOATS * 4);
+pub const PROJ_RES_TMA_STORE_MAX_K_TILES: usize = PROJ_RES_MAX_K_TILES
+    - PROJ_RES_WARPGROUPS * PROJ_RES_BLOCK_ROWS * PROJ_WG_TILE_COLS / PROJ_WG_B_TILE_FLOATS;
 /// The input width rounded up to [`PROJ_WG_K_TILE`]: the K extent of the warpgroup-MMA weight
 /// image (60 becomes 64, 256 stays 256).
 pub const fn proj_wg_padded_in(width: usize) -> usize {
@@ -462,6 +462,24 @@ mod tests {
             // Whole units per group (a unit's four gate rows stay in one group).
             assert_eq!((GATE_ROWS / groups) % GATES, 0);
         }
+    }
+
+    #[test]
+    fn layer_0_of_pyannote_fits_the_tma_store_epilogue() {
+        // Its K tiles and every warpgroup's 64 x 128 staging fit the resident weight space,
+        // one more K tile would not.
+        let tile_bytes = PROJ_WG_B_TILE_FLOATS * 4;
+        let staging = PROJ_RES_WARPGROUPS * PROJ_RES_BLOCK_ROWS * PROJ_WG_TILE_COLS * 4;
+        let k_tiles = proj_wg_padded_in(60) / PROJ_WG_K_TILE;
+        assert!(k_tiles <= PROJ_RES_TMA_STORE_MAX_K_TILES);
+        assert!(
+            PROJ_RES_TMA_STORE_MAX_K_TILES * tile_bytes + staging
+                <= PROJ_RES_MAX_K_TILES * tile_bytes
+        );
+        assert!(
+            (PROJ_RES_TMA_STORE_MAX_K_TILES + 1) * tile_bytes + staging
+                > PROJ_RES_MAX_K_TILES * tile_bytes
+        );
     }
 
     #[test]

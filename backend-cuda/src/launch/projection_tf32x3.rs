@@ -313,8 +313,8 @@ pub(crate) fn launch_resident(
     // SAFETY: `func` is bilstm_projection_tf32_resident (loaded by that name); its parameters
     // are bl_projection_params (mirrored by `KernelArg<ProjectionParams>`, 48 bytes), two
     // bl_tensor_map (`KernelArg<TensorMap>`, 128 bytes each: the input's, the output's) and a
-    // u32 (the flags), in that order. `check_resident`
-    // established its launch contract: compute capability 9.0 (the entry is the real kernel);
+    // u32 (the flags), in that order. `check_resident` established its launch contract:
+    // compute capability 9.0 (the entry is the real kernel);
     // x 16-byte aligned holding rows * in_width floats, in_width a multiple of 4 in 1..=256,
     // rows below 2^31 in whole 64-row blocks; each direction's weights hold
     // proj_wg_padded_in(in_width) * 512 floats from a 16-byte aligned base (the whole resident
@@ -329,8 +329,8 @@ pub(crate) fn launch_resident(
     // (`sys::gates_map`), so the stores touch nothing else, and without it the kernel never
     // reads the (zeroed) map; the threads' 8-byte stores go to rows below `rows` only
     // (params.rows), at even column offsets below 512 of a direction, so they stay inside the
-    // output and are 8-byte aligned. The output (the backend's projection buffer) overlaps neither the
-    // input nor the weights, and stream order finishes its previous readers first.
+    // output and are 8-byte aligned. The output (the backend's projection buffer) overlaps
+    // neither the input nor the weights, and stream order finishes its previous readers first.
     let launched = unsafe { builder.launch(cfg) };
     launched
         .map(|_| ())

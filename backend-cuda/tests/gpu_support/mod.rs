@@ -56,6 +56,53 @@ pub fn prepared(stack: &OwnedStack, max_batch: usize) -> CudaBackend {
     b
 }
 
+/// A backend in `MathMode::Tf32` for `stack`'s shape and batches up to `max_batch`, with
+/// `overrides` forced.
+pub fn tf32_backend(
+    stack: &OwnedStack,
+    max_batch: usize,
+    overrides: bilstm_cuda::Overrides,
+) -> CudaBackend {
+    let mut b = gpu();
+    let config = BackendConfig {
+        shape: stack.shape,
+        max_batch,
+        math: MathMode::Tf32,
+    };
+    b.prepare(&stack.weights().expect("weights"), &config)
+        .unwrap_or_else(|e| panic!("prepare: {e}"));
+    b.set_overrides(overrides)
+        .unwrap_or_else(|e| panic!("forcing {overrides:?}: {e}"));
+    b
+}
+
+/// A TF32 backend for `stack`'s shape and batches up to `max_batch` whose recurrence is the
+/// 2-CTA cluster kernel with `windows` windows a cluster (a register-quad kernel for 4 and 8),
+/// the warpgroup TF32 projection forced and the resident projection on.
+pub fn prepared_quads(stack: &OwnedStack, max_batch: usize, windows: usize) -> CudaBackend {
+    let mut b = tf32_backend(
+        stack,
+        max_batch,
+        bilstm_cuda::Overrides {
+            recurrence: Some(bilstm_cuda::RecurrenceKind::Cluster),
+            projection: Some(bilstm_core::plan::ProjectionTile::Tf32Wgmma),
+            cluster_size: Some(2),
+            cluster_windows: Some(windows),
+        },
+    );
+    b.set_resident_projection(true);
+    b
+}
+
+/// Whether this GPU lacks warpgroup MMA (the resident projection runs on 9.0 only); says so.
+pub fn no_resident_projection_here() -> bool {
+    let none = !bilstm_core::plan::wgmma_available(gpu().device().facts.compute_capability);
+    if none {
+        eprintln!("skipped: no warpgroup MMA on this GPU");
+    }
+    none
+}
+
 /// A backend prepared as [`prepared`] with `kind` forced as its recurrence kernel.
 pub fn prepared_kind(
     stack: &OwnedStack,
