@@ -13,7 +13,7 @@ use bilstm_core::layout::{
 use bilstm_core::{Backend, BackendConfig, CoreError, Direction, StackShape, StackWeights};
 
 use crate::error::CpuError;
-use crate::simd::{self, Isa, Tiles, kernels};
+use crate::simd::{self, Isa, SingleTile, Tiles, kernels};
 
 /// The environment variable [`CpuBackend::new`] reads the thread count from (`1` or `2`).
 pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
@@ -57,7 +57,7 @@ pub fn ignored_env() -> Vec<String> {
     check(
         TILES_ENV,
         "default or comma-separated tile tokens (one per choice: p6x64|p6x32|p12x32, \
-         r8x32|r6x64|r12x32, q256p|s128|q128|q256, a64|malloc)",
+         r8x32|r6x64|r12x32, f128|q256p|s128|q128|q256, a64|malloc)",
         env_value(TILES_ENV, Tiles::parse).is_some(),
     );
     out
@@ -295,7 +295,9 @@ impl CpuBackend {
     }
 
     fn scratch(&self, shape: &StackShape, max_batch: usize) -> Result<DirectionScratch, CpuError> {
-        let max_rows = chunk_rows_max(max_batch, shape.frames)?;
+        // The fused one-window path holds two chunks (DirectionJob::run_fused).
+        let max_rows =
+            chunk_rows_max(max_batch, shape.frames)?.max(2 * FUSED_CHUNK_FRAMES.min(shape.frames));
         let gates = zeroed(
             checked_mul(max_rows, shape.gate_rows(), "projection gates")?,
             "projection gates",
@@ -374,11 +376,31 @@ fn chunk_rows_max(max_batch: usize, frames: usize) -> Result<usize, CoreError> {
 /// 96 to 384 rows measured the same within noise (`bench/NOTES.md`).
 const CHUNK_ROWS: usize = 192;
 
+/// Frames per chunk of the fused one-window path ([`DirectionJob::run_fused`]): two chunks'
+/// gates (2 x 96 KiB) stay in L2 beside R (256 KiB) and the weight strips the fused tiles
+/// stream.
+const FUSED_CHUNK_FRAMES: usize = 48;
+
 impl DirectionJob<'_> {
+    /// Whether this job runs [`DirectionJob::run_fused`]: one window, the 512-bit kernels with
+    /// the [`SingleTile::Fused128`] tile, and a layer whose input is the previous layer's two
+    /// halves (K = 2H, the fused tiles' shape).
+    fn fuses(&self) -> bool {
+        self.batch == 1
+            && self.isa.is_512_bit()
+            && self.tiles.single == SingleTile::Fused128
+            && self.shape.hidden == kernels::H
+            && self.widths == [kernels::H; 2]
+    }
+
     /// Projection and recurrence in chunks of frames: the projection of a chunk's rows (every
     /// window), then the recurrence steps over those frames. Each value's arithmetic is the
     /// same as unchunked (chunking only reorders whole values), so the bits do not depend on it.
     fn run(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
+        if self.fuses() {
+            self.run_fused(scratch, hseq);
+            return;
+        }
         let frames = self.shape.frames;
         let rows = self.batch * frames;
         let cols = self.shape.gate_rows();
@@ -434,6 +456,87 @@ impl DirectionJob<'_> {
                     c: &mut scratch.c,
                 },
             );
+        }
+    }
+}
+
+impl DirectionJob<'_> {
+    /// [`DirectionJob::run`] for one window with the fused kernels: the first chunk's
+    /// projection, then each chunk's steps with the next chunk's projection computed beside
+    /// them ([`simd::recurrence_fused`]) into the other half of the gates buffer. Chunks of
+    /// [`FUSED_CHUNK_FRAMES`]; the same values as [`DirectionJob::run`], so the same bits.
+    fn run_fused(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
+        let frames = self.shape.frames;
+        let cols = self.shape.gate_rows();
+        let hidden = self.shape.hidden;
+        let widths = self.widths;
+        let chunk = FUSED_CHUNK_FRAMES;
+        let forward = self.direction == Direction::Forward;
+        let DirectionScratch { gates, h, c, panel } = scratch;
+        let half = chunk.min(frames) * cols;
+        let Some(both) = gates.as_mut_slice().get_mut(..2 * half) else {
+            debug_assert!(false, "the gates buffer holds two fused chunks");
+            return;
+        };
+        let (mut cur, mut next) = both.split_at_mut(half);
+        // Frames of the chunk that starts at step s0.
+        let span = |s0: usize| {
+            let s1 = (s0 + chunk).min(frames);
+            if forward {
+                (s0, s1)
+            } else {
+                (frames - s1, frames - s0)
+            }
+        };
+        let projection = |(t0, t1): (usize, usize)| kernels::Projection {
+            x: [
+                &self.input[0][t0 * widths[0]..frames * widths[0]],
+                &self.input[1][t0 * widths[1]..frames * widths[1]],
+            ],
+            widths,
+            rows: t1 - t0,
+            groups: 1,
+            group_stride: frames,
+            out_stride: t1 - t0,
+            strips: self.packed.input_strips.as_slice(),
+        };
+        let (t0, t1) = span(0);
+        simd::project(
+            self.isa,
+            self.tiles,
+            &projection((t0, t1)),
+            &mut cur[..(t1 - t0) * cols],
+            panel,
+        );
+        for s0 in (0..frames).step_by(chunk) {
+            let (t0, t1) = span(s0);
+            let rec = kernels::Recurrence {
+                forward,
+                frames,
+                batch: 1,
+                steps: s0..(s0 + chunk).min(frames),
+                gates_frames: t0..t1,
+                strips: self.packed.recurrent_strips.as_slice(),
+                seq_strips: self.packed.recurrent_seq.as_slice(),
+                bias: &self.packed.bias,
+            };
+            let state = kernels::State {
+                gates: &mut cur[..(t1 - t0) * cols],
+                hseq: &mut hseq[..frames * hidden],
+                h,
+                c,
+            };
+            if s0 + chunk < frames {
+                let (u0, u1) = span(s0 + chunk);
+                let fused = kernels::Fused {
+                    next: projection((u0, u1)),
+                    out: &mut next[..(u1 - u0) * cols],
+                };
+                simd::recurrence_fused(self.isa, self.tiles, &rec, state, fused, panel);
+            } else {
+                simd::recurrence(self.isa, self.tiles, &rec, state);
+            }
+            std::mem::swap(&mut cur, &mut next);
         }
     }
 }

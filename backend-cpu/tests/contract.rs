@@ -161,7 +161,7 @@ fn avx512_stacks_give_identical_bits() {
 /// the sweep alone, and every non-default choice at once) on whole stacks, 1 and 2 threads,
 /// gives the bits of the portable kernels, at batches that use every window tile of every
 /// variant (1 to 8, 12 to 15, 19, 32) and frame counts around the projection tiles (1, 3, 13,
-/// 25). On a host without AVX-512F the tiles are ignored: checked on the best set it has.
+/// 25), and one window over several chunks of the fused one-window path (105). On a host without AVX-512F the tiles are ignored: checked on the best set it has.
 #[test]
 fn every_tile_variant_gives_identical_stack_bits() {
     let zmm = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit());
@@ -179,7 +179,10 @@ fn every_tile_variant_gives_identical_stack_bits() {
     }
     // (frames, batches): frame counts around the projection tiles with a few batches, and
     // every window-tile shape on short windows (the portable reference is slow: software FMA).
-    let cases: [(usize, &[usize]); 4] = [
+    let cases: [(usize, &[usize]); 5] = [
+        // One window over three fused chunks (48, 48, 9 frames: the next chunk's projection
+        // beside the steps, whole and with a partial group of rows).
+        (105, &[1]),
         (25, &[1, 2, 7]),
         (13, &[1, 3, 6, 13, 14, 19]),
         (3, &[1, 2, 4, 5, 7, 8, 12, 14, 15, 19, 32]),

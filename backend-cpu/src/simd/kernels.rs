@@ -428,11 +428,7 @@ pub(crate) fn recurrence<
     let steps = a.steps.start..a.steps.end.min(frames);
     let frame = |step: usize| if a.forward { step } else { frames - 1 - step };
     // Every step's frame is held: the steps' frames form one contiguous range.
-    let held = steps.is_empty() || {
-        let (first, last) = (frame(steps.start), frame(steps.end - 1));
-        let (lo, hi) = (first.min(last), first.max(last));
-        lo >= g0 && hi < a.gates_frames.end
-    };
+    let held = steps_held(a);
     let (Ok(strips), Ok(bias)) = (
         <&[f32; H * COLS]>::try_from(a.strips),
         <&[f32; COLS]>::try_from(a.bias),
@@ -539,6 +535,285 @@ pub(crate) fn recurrence_tiled<W: Wide>(tiles: Tiles, a: &Recurrence<'_>, st: St
         RecurrentTile::W8x32 => recurrence::<W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single),
         RecurrentTile::W12x32 => {
             recurrence::<W, 12, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, single);
+        }
+    }
+}
+
+/// Rows of the projection tile [`recurrence_fused`] computes beside each 128-column block of a
+/// step's product (with one 16-column strip: 8 accumulators, beside the block's 8).
+pub(crate) const FUSED_ROWS: usize = 8;
+/// Strips in one block of the fused one-window product: R in the sequential layout of blocks
+/// `[H][128]` ([`pack_seq`] with 8, as [`SingleTile::Seq128`]).
+const FUSED_STRIPS: usize = 8;
+
+/// The next chunk's input projection that [`recurrence_fused`] computes beside a chunk's
+/// steps: one group of rows (`next.groups == 1`), written to `out` (`[next.rows, COLS]`,
+/// panel order).
+pub(crate) struct Fused<'a> {
+    /// The projection.
+    pub next: Projection<'a>,
+    /// Its output.
+    pub out: &'a mut [f32],
+}
+
+/// [`recurrence`] of one window (batch 1) and, between its steps' products, the projection
+/// `f` ([`SingleTile::Fused128`]). Each step's product runs in four blocks of 128 columns
+/// (8 accumulators, R from the sequential layout `[H][128]`); beside each block, one tile of
+/// [`FUSED_ROWS`] rows x 16 columns of `f` (K = 2H: two projection `k` per product `k`, part 0
+/// of the input in the first half of the block's `k`, part 1 in the second). The product
+/// streams R from L2 (256 KiB a step) and leaves the FMA units half idle; the tile's weights
+/// and rows come from L1 and fill them. Measured on the development machine (Zen 4, 2026-12-03,
+/// `bench/NOTES.md`, a stand-alone C model of this loop): 3.70-3.79 us a step against 4.84-5.08
+/// for the product then the projection.
+///
+/// The tiles run in order (8-row group by group, strip by strip) as long as the steps' products
+/// last (step 0 has none); the rest of `f`, and any rows past the last full group, run after
+/// the steps with [`tile`]. Every value is the same FMA chain as in [`recurrence`] and
+/// [`project`] (product: ascending `k` from the gates value; projection: ascending `k` from
+/// `0.0`, part 0 then part 1), so the bits are theirs. Where the fast loop does not apply
+/// (more than one window, another input width, no sequential layout) this runs [`recurrence`]
+/// then the tiles of `f`. Wrong lengths write nothing (debug builds assert).
+#[inline(always)]
+pub(crate) fn recurrence_fused<W: Wide>(a: &Recurrence<'_>, st: State<'_>, f: Fused<'_>) {
+    let p = &f.next;
+    let fast = a.batch == 1
+        && p.groups == 1
+        && p.widths == [H, H]
+        && a.seq_strips.len() == H * COLS
+        && p.strips.len() == COLS * 2 * H
+        && p.x[0].len() >= p.rows * H
+        && p.x[1].len() >= p.rows * H
+        && f.out.len() >= p.rows * COLS;
+    if !fast {
+        const S: [usize; 4] = ZMM_RECURRENT_STRIPS;
+        recurrence::<W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, SingleTile::Seq128);
+        project_rest::<W>(p, f.out, 0);
+        return;
+    }
+    let frames = a.frames;
+    let (g0, g_len) = (a.gates_frames.start, a.gates_frames.len());
+    let steps = a.steps.start..a.steps.end.min(frames);
+    let frame = |step: usize| if a.forward { step } else { frames - 1 - step };
+    let ok = steps_held(a)
+        && st.gates.len() >= g_len * COLS
+        && st.hseq.len() >= frames * H
+        && st.h.len() >= H
+        && st.c.len() >= H;
+    let (Ok(bias), Some(h), true) = (
+        <&[f32; COLS]>::try_from(a.bias),
+        st.h.first_chunk_mut::<H>(),
+        ok,
+    ) else {
+        debug_assert!(false, "fused recurrence: wrong lengths");
+        return;
+    };
+    let (bias, _) = bias.as_chunks::<PANEL_COLS>();
+    let (seq_rows, _) = a.seq_strips.as_chunks::<R_STRIP_COLS>();
+    let (seq_k, _) = seq_rows.as_chunks::<FUSED_STRIPS>();
+    // Four blocks [H][8 strips].
+    let (blocks, _) = seq_k.as_chunks::<H>();
+    // Projection strips [2H][16].
+    let (w_rows, _) = p.strips.as_chunks::<STRIP_COLS>();
+    let (w_strips, _) = w_rows.as_chunks::<{ 2 * H }>();
+    let (x0, _) = p.x[0].as_chunks::<H>();
+    let (x1, _) = p.x[1].as_chunks::<H>();
+    // The current group's input rows, k-major (`xp[k][i]`: row i's value k, part 0 then part
+    // 1), so a tile's 8 broadcasts of one k read one 32-byte run.
+    let mut xp = [[0.0f32; FUSED_ROWS]; 2 * H];
+    let pack = |xp: &mut [[f32; FUSED_ROWS]; 2 * H], r0: usize| {
+        // Rows past the projection's end stay as they are: their values are never stored.
+        let rows = x0.iter().zip(x1).skip(r0).take(FUSED_ROWS);
+        for (i, (a, b)) in rows.enumerate() {
+            let (xa, xb) = xp.split_at_mut(H);
+            for (((&va, &vb), da), db) in a.iter().zip(b).zip(xa).zip(xb) {
+                da[i] = va;
+                db[i] = vb;
+            }
+        }
+    };
+    let c = &mut st.c[..H];
+    if a.steps.start == 0 {
+        c.fill(0.0);
+    }
+    let n_strips = COLS / STRIP_COLS;
+    let slots = p.rows / FUSED_ROWS * n_strips;
+    let mut slot = 0;
+    for step in steps {
+        let t = frame(step);
+        let gt = t - g0;
+        let Some(g_row) = st.gates.get_mut(gt * COLS..(gt + 1) * COLS) else {
+            return;
+        };
+        if step > 0 {
+            let (g_blocks, _) = g_row.as_chunks_mut::<{ FUSED_STRIPS * R_STRIP_COLS }>();
+            for (gb, rb) in g_blocks.iter_mut().zip(blocks) {
+                if slot >= slots {
+                    block::<W>(h, rb, gb);
+                    continue;
+                }
+                let (g, s) = (slot / n_strips, slot % n_strips);
+                if s == 0 {
+                    pack(&mut xp, g * FUSED_ROWS);
+                }
+                let q = block_with_tile::<W>(h, rb, gb, &xp, &w_strips[s]);
+                store_rows(&q, FUSED_ROWS, g * FUSED_ROWS, s, f.out);
+                slot += 1;
+            }
+        }
+        let Some(out) = st.hseq.get_mut(t * H..(t + 1) * H) else {
+            return;
+        };
+        cells::<W>(g_row, bias, c, out);
+        h.copy_from_slice(out);
+    }
+    // The tiles the steps left, then the rows past the last full group (padded tile).
+    for slot in slot..slots.div_ceil(n_strips).max(p.rows.div_ceil(FUSED_ROWS)) * n_strips {
+        let (g, s) = (slot / n_strips, slot % n_strips);
+        if s == 0 {
+            pack(&mut xp, g * FUSED_ROWS);
+        }
+        let q = tile_packed::<W>(&xp, &w_strips[s]);
+        let rows = (p.rows - g * FUSED_ROWS).min(FUSED_ROWS);
+        store_rows(&q, rows, g * FUSED_ROWS, s, f.out);
+    }
+}
+
+/// Stores the first `rows` of a fused tile's accumulators to output rows from `r0`, strip `s`.
+#[inline(always)]
+fn store_rows<W: Wide>(q: &[W; FUSED_ROWS], rows: usize, r0: usize, s: usize, out: &mut [f32]) {
+    for (i, qi) in q.iter().enumerate().take(rows) {
+        let o = (r0 + i) * COLS + s * STRIP_COLS;
+        if let Some(dst) = out.get_mut(o..).and_then(|d| d.first_chunk_mut()) {
+            qi.store(dst);
+        }
+    }
+}
+
+/// One fused projection tile alone: [`FUSED_ROWS`] packed rows `xp` times one strip `w`
+/// (`[2H][16]`), one FMA chain per value in ascending `k` from `0.0`.
+#[inline(always)]
+fn tile_packed<W: Wide>(
+    xp: &[[f32; FUSED_ROWS]; 2 * H],
+    w: &[[f32; STRIP_COLS]; 2 * H],
+) -> [W; FUSED_ROWS] {
+    let mut q = [W::splat(0.0); FUSED_ROWS];
+    for (xk, wk) in xp.iter().zip(w) {
+        let wv = W::load(wk);
+        for (qi, &x) in q.iter_mut().zip(xk) {
+            *qi = W::splat(x).mul_add(wv, *qi);
+        }
+    }
+    q
+}
+
+/// Whether every step of `a` has its frame's gates in the buffer (the steps' frames form one
+/// contiguous range).
+fn steps_held(a: &Recurrence<'_>) -> bool {
+    let frames = a.frames;
+    let steps = a.steps.start..a.steps.end.min(frames);
+    let frame = |step: usize| if a.forward { step } else { frames - 1 - step };
+    steps.is_empty() || {
+        let (first, last) = (frame(steps.start), frame(steps.end - 1));
+        let (lo, hi) = (first.min(last), first.max(last));
+        lo >= a.gates_frames.start && hi < a.gates_frames.end
+    }
+}
+
+/// One 128-column block of a one-window step's product: `gates += h · R` over the block's
+/// 8 strips, one FMA chain per column in ascending `k` (as [`Gemm::seq`]).
+#[inline(always)]
+fn block<W: Wide>(
+    h: &[f32; H],
+    r: &[[[f32; R_STRIP_COLS]; FUSED_STRIPS]; H],
+    gates: &mut [f32; FUSED_STRIPS * R_STRIP_COLS],
+) {
+    let (g16, _) = gates.as_chunks_mut::<R_STRIP_COLS>();
+    let mut acc: [W; FUSED_STRIPS] = std::array::from_fn(|j| W::load(&g16[j]));
+    for (rk, &hk) in r.iter().zip(h) {
+        let hb = W::splat(hk);
+        for (av, rv) in acc.iter_mut().zip(rk) {
+            *av = hb.mul_add(W::load(rv), *av);
+        }
+    }
+    for (av, d) in acc.iter().zip(g16) {
+        av.store(d);
+    }
+}
+
+/// [`block`] and, interleaved with it, one projection tile: the [`FUSED_ROWS`] packed rows
+/// `xp` (`[2H][8]`, k-major) times one strip `w` (`[2H][16]`), two projection `k` per product
+/// `k`. Returns the tile's accumulators (row `i`: 16 columns), each one FMA chain in ascending
+/// `k` from `0.0`, as [`tile_packed`].
+#[inline(always)]
+fn block_with_tile<W: Wide>(
+    h: &[f32; H],
+    r: &[[[f32; R_STRIP_COLS]; FUSED_STRIPS]; H],
+    gates: &mut [f32; FUSED_STRIPS * R_STRIP_COLS],
+    xp: &[[f32; FUSED_ROWS]; 2 * H],
+    w: &[[f32; STRIP_COLS]; 2 * H],
+) -> [W; FUSED_ROWS] {
+    let (g16, _) = gates.as_chunks_mut::<R_STRIP_COLS>();
+    let mut acc: [W; FUSED_STRIPS] = std::array::from_fn(|j| W::load(&g16[j]));
+    let mut q = [W::splat(0.0); FUSED_ROWS];
+    let (x2, _) = xp.as_chunks::<2>();
+    let (w2, _) = w.as_chunks::<2>();
+    for (((rk, &hk), xk), wk) in r.iter().zip(h).zip(x2).zip(w2) {
+        let hb = W::splat(hk);
+        for (av, rv) in acc.iter_mut().zip(rk) {
+            *av = hb.mul_add(W::load(rv), *av);
+        }
+        for (xe, we) in xk.iter().zip(wk) {
+            let wv = W::load(we);
+            for (qi, &x) in q.iter_mut().zip(xe) {
+                *qi = W::splat(x).mul_add(wv, *qi);
+            }
+        }
+    }
+    for (av, d) in acc.iter().zip(g16) {
+        av.store(d);
+    }
+    q
+}
+
+/// The tiles of projection `p` (one group) from tile number `from` on ([`recurrence_fused`]'s
+/// order: [`FUSED_ROWS`]-row group by group, strip by strip), then the rows past the last full
+/// group, with [`tile`]: the same FMA chains. Wrong lengths write nothing.
+#[inline(always)]
+fn project_rest<W: Wide>(p: &Projection<'_>, out: &mut [f32], from: usize) {
+    let width = p.widths[0] + p.widths[1];
+    let ok = p.groups == 1
+        && width > 0
+        && p.x[0].len() >= p.rows * p.widths[0]
+        && p.x[1].len() >= p.rows * p.widths[1]
+        && out.len() >= p.rows * COLS;
+    let Some(strips) = p.strips.get(..COLS * width).filter(|_| ok) else {
+        debug_assert!(
+            p.rows == 0 || p.groups == 0,
+            "fused projection: wrong lengths"
+        );
+        return;
+    };
+    let (strip_rows, _) = strips.as_chunks::<STRIP_COLS>();
+    let n_strips = COLS / STRIP_COLS;
+    let full = p.rows / FUSED_ROWS;
+    for slot in from..full * n_strips {
+        let (g, s) = (slot / n_strips, slot % n_strips);
+        let at = [g * FUSED_ROWS; 2];
+        let strip = &strip_rows[s * width..(s + 1) * width];
+        tile::<W, FUSED_ROWS, 1>(p, at, strip, out, s * STRIP_COLS);
+    }
+    let at = [full * FUSED_ROWS; 2];
+    for s in 0..n_strips {
+        let (strip, col0) = (&strip_rows[s * width..(s + 1) * width], s * STRIP_COLS);
+        match p.rows - at[0] {
+            1 => tile::<W, 1, 1>(p, at, strip, out, col0),
+            2 => tile::<W, 2, 1>(p, at, strip, out, col0),
+            3 => tile::<W, 3, 1>(p, at, strip, out, col0),
+            4 => tile::<W, 4, 1>(p, at, strip, out, col0),
+            5 => tile::<W, 5, 1>(p, at, strip, out, col0),
+            6 => tile::<W, 6, 1>(p, at, strip, out, col0),
+            7 => tile::<W, 7, 1>(p, at, strip, out, col0),
+            _ => {}
         }
     }
 }
@@ -892,7 +1167,7 @@ mod tests {
     /// Every tile variant parses back from its name, and bad specs are refused.
     #[test]
     fn tiles_parse_and_name() {
-        assert_eq!(Tiles::all().len(), 72);
+        assert_eq!(Tiles::all().len(), 90);
         for t in Tiles::all() {
             assert_eq!(Tiles::parse(&t.name()), Some(t), "{t}");
         }
@@ -901,10 +1176,7 @@ mod tests {
             assert_eq!(t.name(), name);
         }
         assert_eq!(Tiles::parse(" default "), Some(Tiles::default()));
-        assert_eq!(
-            Tiles::parse("p6x64,r8x32,q256p,a64"),
-            Some(Tiles::default())
-        );
+        assert_eq!(Tiles::parse("p6x64,r8x32,f128,a64"), Some(Tiles::default()));
         for bad in ["", "p12x32,p6x64", "x", "default,q256", "p12x32,"] {
             assert_eq!(Tiles::parse(bad), None, "{bad:?}");
         }
@@ -1210,6 +1482,40 @@ mod tests {
                 };
                 simd::recurrence(isa, tiles, &one, state);
             });
+            // The fused one-window path of layers 1-3 (tile `f128`): the steps with a K = 256
+            // projection of as many rows beside them.
+            let mut next_out = vec![0.0f32; FRAMES * COLS];
+            let fused = best(|| {
+                let state = State {
+                    gates,
+                    hseq: &mut hseq,
+                    h: &mut h,
+                    c: &mut c,
+                };
+                let next = Fused {
+                    next: Projection {
+                        x: [&x[..FRAMES * H], &x[FRAMES * H..2 * FRAMES * H]],
+                        widths: [H, H],
+                        rows: FRAMES,
+                        groups: 1,
+                        group_stride: FRAMES,
+                        out_stride: FRAMES,
+                        strips: &strips[..COLS * 2 * H],
+                    },
+                    out: &mut next_out,
+                };
+                simd::recurrence_fused(isa, tiles, &rec, state, next, &mut panel);
+            });
+            println!(
+                "phase timings, batch 1, one thread, {isa}{}: recurrence with a K=256 projection \
+                 beside it {fused:.3} ms (recurrence then projection {:.3} ms)",
+                if tiles == Tiles::default() {
+                    String::new()
+                } else {
+                    format!(" tiles {tiles}")
+                },
+                recurrence + p256
+            );
             let forward = 2.0 * (p60 + 3.0 * p256) + 8.0 * recurrence;
             println!(
                 "phase timings, batch 1, one thread, {isa}{}: projection K=60 {p60:.3} ms, \
@@ -1457,5 +1763,139 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The fused one-window recurrence ([`recurrence_fused`], tile `f128`) gives the bits of
+    /// the recurrence followed by the next chunk's projection: hidden and cell states and
+    /// every projected value, for chunks with and without step 0 (which has no product to
+    /// fuse with), both directions, projections that end inside the steps, after them and
+    /// with a partial group of rows, and an input width the fast loop does not take (layer 0).
+    /// On the portable operations with the 512-bit tiling (any host), the 512-bit kernels where
+    /// the host has them, and every other set (which runs the two one after the other).
+    #[test]
+    fn fused_recurrence_gives_the_bits_of_recurrence_then_projection() {
+        let mut rng = SplitMix64::new(31);
+        let frames = 20;
+        let mut strips = vec![0.0f32; H * COLS];
+        rng.fill_uniform_f32(&mut strips, -0.1, 0.1);
+        let seq = pack_seq(&strips, 8);
+        let mut bias = vec![0.0f32; COLS];
+        rng.fill_uniform_f32(&mut bias, -0.5, 0.5);
+        let mut proj = vec![0.0f32; frames * COLS];
+        rng.fill_normal_f32(&mut proj);
+        let fused_tiles = Tiles::parse("f128").unwrap();
+        assert_eq!(fused_tiles, Tiles::default());
+        let zmm = Isa::detect_at_most("avx512").filter(|isa| isa.is_512_bit());
+        let mut checked = 0;
+        for (w0, w1) in [(H, H), (60, 0)] {
+            let width = w0 + w1;
+            let mut p_strips = vec![0.0f32; COLS * width];
+            rng.fill_uniform_f32(&mut p_strips, -1.0, 1.0);
+            for rows in [0, 1, 5, 8, 13, 20, 48] {
+                let mut x0 = vec![0.0f32; rows * w0];
+                let mut x1 = vec![0.0f32; rows * w1];
+                rng.fill_normal_f32(&mut x0);
+                rng.fill_normal_f32(&mut x1);
+                let next = Projection {
+                    x: [&x0, &x1],
+                    widths: [w0, w1],
+                    rows,
+                    groups: 1,
+                    group_stride: rows,
+                    out_stride: rows,
+                    strips: &p_strips,
+                };
+                for forward in [true, false] {
+                    for steps in [0..frames, 7..frames] {
+                        let rec = Recurrence {
+                            forward,
+                            frames,
+                            batch: 1,
+                            steps: steps.clone(),
+                            gates_frames: 0..frames,
+                            strips: &strips,
+                            seq_strips: &seq,
+                            bias: &bias,
+                        };
+                        let mut h0 = vec![0.0f32; H];
+                        rng.fill_uniform_f32(&mut h0, -0.5, 0.5);
+                        let run = |path: &str| {
+                            let (mut h, mut c) = (h0.clone(), h0.clone());
+                            let mut gates = proj.clone();
+                            let mut hseq = vec![f32::NAN; frames * H];
+                            let mut out = vec![f32::NAN; rows * COLS];
+                            let state = State {
+                                gates: &mut gates,
+                                hseq: &mut hseq,
+                                h: &mut h,
+                                c: &mut c,
+                            };
+                            let fused = Fused {
+                                next: Projection { ..next },
+                                out: &mut out,
+                            };
+                            let panel = &mut Vec::new();
+                            match path {
+                                "reference" => {
+                                    simd::recurrence(
+                                        Isa::portable(),
+                                        Tiles::default(),
+                                        &rec,
+                                        state,
+                                    );
+                                    simd::project(
+                                        Isa::portable(),
+                                        Tiles::default(),
+                                        &fused.next,
+                                        fused.out,
+                                        panel,
+                                    );
+                                }
+                                "zmm tiles" => {
+                                    simd::zmm_tiles::recurrence_fused(&rec, state, fused)
+                                }
+                                name => {
+                                    let isa = Isa::available()
+                                        .into_iter()
+                                        .find(|i| i.name() == name)
+                                        .unwrap();
+                                    simd::recurrence_fused(
+                                        isa,
+                                        fused_tiles,
+                                        &rec,
+                                        state,
+                                        fused,
+                                        panel,
+                                    );
+                                }
+                            }
+                            let bits =
+                                |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                            (bits(&hseq), bits(&h), bits(&c), bits(&out))
+                        };
+                        let want = run("reference");
+                        assert!(rows == 0 || want.3.iter().all(|&b| !f32::from_bits(b).is_nan()));
+                        let mut paths = vec!["zmm tiles"];
+                        paths.extend(Isa::available().iter().map(|i| i.name()));
+                        for path in paths {
+                            assert_eq!(
+                                run(path),
+                                want,
+                                "{path}, widths {w0}+{w1}, rows {rows}, forward {forward}, steps {steps:?}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        println!(
+            "fused recurrence: {checked} cases bit-identical (512-bit kernels {})",
+            if zmm.is_some() {
+                "included"
+            } else {
+                "absent here"
+            }
+        );
     }
 }

@@ -312,15 +312,18 @@ impl fmt::Display for Isa {
 /// host, which `scripts/cpu-run.sh`'s sweep decides; the tiles only matter for the 512-bit
 /// AVX-512F kernels, every other [`Isa`] ignores them).
 ///
-/// The default, `p6x64,r8x32,q256p,a64`, measured on the H200 machine's Intel Xeon (AVX-512,
-/// 16 vCPUs, 2026-12-01, `bench/NOTES.md` "512-bit tile sweep", ONNX Runtime 1.32 in the same
-/// run, 5 rounds): batch 1 on 2 threads 13.58 ms (ORT 33.84; the first 512-bit tiles
-/// `p6x32,r6x64,s128,malloc` 68.15), batch 1 on 1 thread 20.30 (ORT 28.55; first tiles
-/// 107.10), batch 32 on 2 threads 274.2 (ORT 352.3; first tiles 395.5). Two later runs of
-/// the same default: 15.8 / 29.8 / 338.8 and 16.1 / 22.8 / 354.0 ms against ORT's 33.7 / 29.8 /
-/// 340.6 and 34.8 / 34.8 / 417.0 (these virtual machines vary from run to run). The strip-wise
-/// one-window product (`s128`: eight 64-byte streams 1 KiB apart per step) ran at 10.4 ms a
-/// layer and direction there against 1.2 ms for the sequential blocks.
+/// The default, `p6x64,r8x32,f128,a64`. The first three choices' defaults were measured on the
+/// H200 machine's Intel Xeon (AVX-512, 16 vCPUs, 2026-12-01, `bench/NOTES.md` "512-bit tile
+/// sweep", ONNX Runtime 1.32 in the same run, 5 rounds): batch 1 on 2 threads 13.58 ms (ORT
+/// 33.84; the first 512-bit tiles `p6x32,r6x64,s128,malloc` 68.15), batch 1 on 1 thread 20.30
+/// (ORT 28.55; first tiles 107.10), batch 32 on 2 threads 274.2 (ORT 352.3; first tiles
+/// 395.5); these virtual machines vary from run to run. The strip-wise one-window product
+/// (`s128`: eight 64-byte streams 1 KiB apart per step) ran at 10.4 ms a layer and direction
+/// there against 1.2 ms for the sequential blocks. The one-window default `f128` (the next
+/// chunk's projection fused into the product) replaced `q256p` on the development machine
+/// (AMD EPYC Zen 4, AVX-512, 2 vCPUs, 2026-12-03, `scripts/cpu-vs-ort.py --sweep-tiles
+/// default,q256p`, 5 rounds): batch 1 on 1 thread 21.89 ms against 27.44, on 2 threads 12.43
+/// against 14.19 (ORT 29.9 and 20.6 in that run).
 ///
 /// Four independent choices, each one of a few compiled variants, named by tokens that
 /// [`Tiles::parse`] reads (comma-separated, one per choice at most; `default` alone is all
@@ -330,7 +333,7 @@ impl fmt::Display for Isa {
 /// |---|---|---|
 /// | projection register tile | `p6x64`, `p6x32`, `p12x32` | rows x columns (24, 12, 24 `zmm` accumulators) |
 /// | recurrent product, 6 or more windows | `r8x32`, `r6x64`, `r12x32` | windows x columns per tile (16, 24, 24 accumulators; at batch 32: 4, 6, 4 passes over R per step) |
-/// | recurrent product, one window (batch 1 and odd remainders) | `q256p`, `s128`, `q128`, `q256` | `s128`: 128 columns from eight 16-column strips (eight streams); `q128`/`q256`: R repacked at prepare into blocks `[H][128]`/`[H][256]`, one sequential stream, 8/16 accumulators; `q256p`: `q256` with software prefetches into L1 two rows ahead (and of R's first rows before the gate math) |
+/// | recurrent product, one window (batch 1 and odd remainders) | `f128`, `q256p`, `s128`, `q128`, `q256` | `f128`: `q128`'s product and, at batch 1 from layer 1 on, the next chunk's input projection computed between its FMAs (8-row x 16-column tiles, chunks of 48 frames); `s128`: 128 columns from eight 16-column strips (eight streams); `q128`/`q256`: R repacked at prepare into blocks `[H][128]`/`[H][256]`, one sequential stream, 8/16 accumulators; `q256p`: `q256` with software prefetches into L1 two rows ahead (and of R's first rows before the gate math) |
 /// | buffers | `a64`, `malloc` | `malloc`: the packed weights and the gates buffer where the allocator puts them (glibc: 16-byte aligned, so a 64-byte `zmm` load of a weight row may span two cache lines); `a64`: each starts on a 64-byte boundary |
 ///
 /// Every variant gives the same bits: a lane is still one output column and each column's
@@ -372,8 +375,13 @@ pub(crate) enum RecurrentTile {
 /// The recurrent product's 512-bit tile for one window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) enum SingleTile {
-    /// [`SingleTile::Seq256`] with software prefetches into L1.
+    /// Blocks `[H][128]` as [`SingleTile::Seq128`], and at batch 1 on layers whose input is
+    /// the previous layer's `2H` hidden values, the next chunk's input projection computed in
+    /// 8-row x 16-column tiles between the products' FMAs (`kernels::recurrence_fused`): the
+    /// product waits on R from L2, the projection on the FMA units, so they overlap.
     #[default]
+    Fused128,
+    /// [`SingleTile::Seq256`] with software prefetches into L1.
     Seq256Prefetch,
     /// 8 strips of the `[H][16]` strip layout (eight 64-byte streams, 8 accumulators).
     Strips128,
@@ -388,14 +396,14 @@ impl SingleTile {
     pub(crate) fn seq_strips(self) -> Option<usize> {
         match self {
             SingleTile::Strips128 => None,
-            SingleTile::Seq128 => Some(8),
+            SingleTile::Seq128 | SingleTile::Fused128 => Some(8),
             SingleTile::Seq256 | SingleTile::Seq256Prefetch => Some(16),
         }
     }
 }
 
 impl Default for Tiles {
-    /// The measured best (see the type docs): `p6x64,r8x32,q256p,a64`.
+    /// The measured best (see the type docs): `p6x64,r8x32,f128,a64`.
     fn default() -> Self {
         Tiles {
             project: ProjectTile::default(),
@@ -412,15 +420,16 @@ impl Tiles {
     pub const TOKENS: [&'static [&'static str]; 4] = [
         &["p6x64", "p6x32", "p12x32"],
         &["r8x32", "r6x64", "r12x32"],
-        &["q256p", "s128", "q128", "q256"],
+        &["f128", "q256p", "s128", "q128", "q256"],
         &["a64", "malloc"],
     ];
 
     /// The variants worth timing against each other: the default, then each other token
     /// alone (one choice changed at a time), then the first 512-bit tiles (before the
     /// 2026-12-01 sweep). `scripts/cpu-run.sh`'s sweep times these.
-    pub const SWEEP: [&'static str; 10] = [
+    pub const SWEEP: [&'static str; 11] = [
         "default",
+        "q256p",
         "p6x32",
         "p12x32",
         "r6x64",
@@ -482,6 +491,10 @@ impl Tiles {
                 }
                 "q256p" => {
                     tiles.single = SingleTile::Seq256Prefetch;
+                    2
+                }
+                "f128" => {
+                    tiles.single = SingleTile::Fused128;
                     2
                 }
                 "malloc" => {
@@ -599,6 +612,29 @@ pub(crate) fn recurrence(
     }
 }
 
+/// One direction's recurrence over a chunk of one window's steps and, beside it, the next
+/// chunk's input projection (see [`kernels::recurrence_fused`]): the 512-bit kernels with the
+/// [`SingleTile::Fused128`] tile interleave the two; every other set or tile runs
+/// [`recurrence`] then [`project`] (`panel` as there). Same bits either way.
+pub(crate) fn recurrence_fused(
+    isa: Isa,
+    tiles: Tiles,
+    args: &kernels::Recurrence<'_>,
+    state: kernels::State<'_>,
+    fused: kernels::Fused<'_>,
+    panel: &mut Vec<f32>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa.0 == IsaKind::Avx512F && tiles.single == SingleTile::Fused128 {
+        // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
+        // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
+        unsafe { x86::zmm::recurrence_fused(args, state, fused) };
+        return;
+    }
+    recurrence(isa, tiles, args, state);
+    project(isa, tiles, &fused.next, fused.out, panel);
+}
+
 /// The cell and exponential functions over sixteen lanes with `isa`'s kernels, for tests:
 /// from `x = [a_i, a_f, a_g, a_o, c]`, `[c', h, e^x[0], e^x[0] - 1]` (`kernels::eval_math`).
 #[cfg(test)]
@@ -623,6 +659,7 @@ pub(crate) fn eval_math(isa: Isa, x: &[[f32; 16]; 5]) -> [[f32; 16]; 4] {
 #[cfg(test)]
 pub(crate) mod zmm_tiles {
     pub(crate) use super::portable::{
-        project_zmm_tiles as project, recurrence_zmm_tiles as recurrence,
+        project_zmm_tiles as project, recurrence_fused_zmm_tiles as recurrence_fused,
+        recurrence_zmm_tiles as recurrence,
     };
 }

@@ -121,3 +121,13 @@ pub(crate) fn project_zmm_tiles(
 pub(crate) fn recurrence_zmm_tiles(tiles: super::Tiles, args: &Recurrence<'_>, state: State<'_>) {
     kernels::recurrence_tiled::<Pair<P8>>(tiles, args, state);
 }
+
+/// [`kernels::recurrence_fused`] on [`P8`] pairs (tests).
+#[cfg(test)]
+pub(crate) fn recurrence_fused_zmm_tiles(
+    args: &Recurrence<'_>,
+    state: State<'_>,
+    fused: kernels::Fused<'_>,
+) {
+    kernels::recurrence_fused::<Pair<P8>>(args, state, fused);
+}

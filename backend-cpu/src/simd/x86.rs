@@ -353,6 +353,20 @@ pub(super) mod zmm {
         kernels::recurrence_tiled::<A16>(tiles, args, state);
     }
 
+    /// [`kernels::recurrence_fused`] with [`A16`] strip rows and gate math.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL (callers hold an `Isa` from
+    /// `Isa::detect` saying so).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    pub(in crate::simd) unsafe fn recurrence_fused(
+        args: &Recurrence<'_>,
+        state: State<'_>,
+        fused: kernels::Fused<'_>,
+    ) {
+        kernels::recurrence_fused::<A16>(args, state, fused);
+    }
+
     /// The cell and exponential functions with [`A16`] (tests).
     ///
     /// # Safety
