@@ -13,7 +13,7 @@ use bilstm_core::layout::{
 use bilstm_core::{Backend, BackendConfig, CoreError, Direction, StackShape, StackWeights};
 
 use crate::error::CpuError;
-use crate::simd::{self, Isa, SingleTile, Tiles, kernels};
+use crate::simd::{self, Isa, Tiles, kernels};
 
 /// The environment variable [`CpuBackend::new`] reads the thread count from (`1` or `2`).
 pub const THREADS_ENV: &str = "BILSTM_CPU_THREADS";
@@ -383,12 +383,12 @@ const FUSED_CHUNK_FRAMES: usize = 48;
 
 impl DirectionJob<'_> {
     /// Whether this job runs [`DirectionJob::run_fused`]: one window, the 512-bit kernels with
-    /// the [`SingleTile::Fused128`] tile, and a layer whose input is the previous layer's two
+    /// a fused one-window tile (`f128`, `f128w`), and a layer whose input is the previous layer's two
     /// halves (K = 2H, the fused tiles' shape).
     fn fuses(&self) -> bool {
         self.batch == 1
             && self.isa.is_512_bit()
-            && self.tiles.single == SingleTile::Fused128
+            && self.tiles.single.fuses()
             && self.shape.hidden == kernels::H
             && self.widths == [kernels::H; 2]
     }

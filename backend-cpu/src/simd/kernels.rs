@@ -574,7 +574,11 @@ pub(crate) struct Fused<'a> {
 /// (more than one window, another input width, no sequential layout) this runs [`recurrence`]
 /// then the tiles of `f`. Wrong lengths write nothing (debug builds assert).
 #[inline(always)]
-pub(crate) fn recurrence_fused<W: Wide>(a: &Recurrence<'_>, st: State<'_>, f: Fused<'_>) {
+pub(crate) fn recurrence_fused<W: Wide, const MR: usize, const NS: usize>(
+    a: &Recurrence<'_>,
+    st: State<'_>,
+    f: Fused<'_>,
+) {
     let p = &f.next;
     let fast = a.batch == 1
         && p.groups == 1
@@ -619,10 +623,10 @@ pub(crate) fn recurrence_fused<W: Wide>(a: &Recurrence<'_>, st: State<'_>, f: Fu
     let (x1, _) = p.x[1].as_chunks::<H>();
     // The current group's input rows, k-major (`xp[k][i]`: row i's value k, part 0 then part
     // 1), so a tile's 8 broadcasts of one k read one 32-byte run.
-    let mut xp = [[0.0f32; FUSED_ROWS]; 2 * H];
-    let pack = |xp: &mut [[f32; FUSED_ROWS]; 2 * H], r0: usize| {
+    let mut xp = [[0.0f32; MR]; 2 * H];
+    let pack = |xp: &mut [[f32; MR]; 2 * H], r0: usize| {
         // Rows past the projection's end stay as they are: their values are never stored.
-        let rows = x0.iter().zip(x1).skip(r0).take(FUSED_ROWS);
+        let rows = x0.iter().zip(x1).skip(r0).take(MR);
         for (i, (a, b)) in rows.enumerate() {
             let (xa, xb) = xp.split_at_mut(H);
             for (((&va, &vb), da), db) in a.iter().zip(b).zip(xa).zip(xb) {
@@ -635,9 +639,13 @@ pub(crate) fn recurrence_fused<W: Wide>(a: &Recurrence<'_>, st: State<'_>, f: Fu
     if a.steps.start == 0 {
         c.fill(0.0);
     }
-    let n_strips = COLS / STRIP_COLS;
-    let slots = p.rows / FUSED_ROWS * n_strips;
+    // Tile slots: group g of MR rows, strips from NS * s.
+    let n_strips = COLS / STRIP_COLS / NS;
+    let slots = p.rows / MR * n_strips;
     let mut slot = 0;
+    let tile_w = |s: usize| -> [&[[f32; STRIP_COLS]; 2 * H]; NS] {
+        std::array::from_fn(|q| &w_strips[s * NS + q])
+    };
     for step in steps {
         let t = frame(step);
         let gt = t - g0;
@@ -653,10 +661,10 @@ pub(crate) fn recurrence_fused<W: Wide>(a: &Recurrence<'_>, st: State<'_>, f: Fu
                 }
                 let (g, s) = (slot / n_strips, slot % n_strips);
                 if s == 0 {
-                    pack(&mut xp, g * FUSED_ROWS);
+                    pack(&mut xp, g * MR);
                 }
-                let q = block_with_tile::<W>(h, rb, gb, &xp, &w_strips[s]);
-                store_rows(&q, FUSED_ROWS, g * FUSED_ROWS, s, f.out);
+                let q = block_with_tile::<W, MR, NS>(h, rb, gb, &xp, tile_w(s));
+                store_rows::<W, MR, NS>(&q, MR, g * MR, s, f.out);
                 slot += 1;
             }
         }
@@ -667,43 +675,70 @@ pub(crate) fn recurrence_fused<W: Wide>(a: &Recurrence<'_>, st: State<'_>, f: Fu
         h.copy_from_slice(out);
     }
     // The tiles the steps left, then the rows past the last full group (padded tile).
-    for slot in slot..slots.div_ceil(n_strips).max(p.rows.div_ceil(FUSED_ROWS)) * n_strips {
+    for slot in slot..slots.div_ceil(n_strips).max(p.rows.div_ceil(MR)) * n_strips {
         let (g, s) = (slot / n_strips, slot % n_strips);
         if s == 0 {
-            pack(&mut xp, g * FUSED_ROWS);
+            pack(&mut xp, g * MR);
         }
-        let q = tile_packed::<W>(&xp, &w_strips[s]);
-        let rows = (p.rows - g * FUSED_ROWS).min(FUSED_ROWS);
-        store_rows(&q, rows, g * FUSED_ROWS, s, f.out);
+        let q = tile_packed::<W, MR, NS>(&xp, tile_w(s));
+        let rows = (p.rows - g * MR).min(MR);
+        store_rows::<W, MR, NS>(&q, rows, g * MR, s, f.out);
     }
 }
 
 /// Stores the first `rows` of a fused tile's accumulators to output rows from `r0`, strip `s`.
 #[inline(always)]
-fn store_rows<W: Wide>(q: &[W; FUSED_ROWS], rows: usize, r0: usize, s: usize, out: &mut [f32]) {
+fn store_rows<W: Wide, const MR: usize, const NS: usize>(
+    q: &[[W; NS]; MR],
+    rows: usize,
+    r0: usize,
+    s: usize,
+    out: &mut [f32],
+) {
     for (i, qi) in q.iter().enumerate().take(rows) {
-        let o = (r0 + i) * COLS + s * STRIP_COLS;
-        if let Some(dst) = out.get_mut(o..).and_then(|d| d.first_chunk_mut()) {
-            qi.store(dst);
+        for (j, qj) in qi.iter().enumerate() {
+            let o = (r0 + i) * COLS + (s * NS + j) * STRIP_COLS;
+            if let Some(dst) = out.get_mut(o..).and_then(|d| d.first_chunk_mut()) {
+                qj.store(dst);
+            }
         }
     }
 }
 
-/// One fused projection tile alone: [`FUSED_ROWS`] packed rows `xp` times one strip `w`
+/// One fused projection tile alone: [`MR`] packed rows `xp` times one strip `w`
 /// (`[2H][16]`), one FMA chain per value in ascending `k` from `0.0`.
 #[inline(always)]
-fn tile_packed<W: Wide>(
-    xp: &[[f32; FUSED_ROWS]; 2 * H],
-    w: &[[f32; STRIP_COLS]; 2 * H],
-) -> [W; FUSED_ROWS] {
-    let mut q = [W::splat(0.0); FUSED_ROWS];
-    for (xk, wk) in xp.iter().zip(w) {
-        let wv = W::load(wk);
+fn tile_packed<W: Wide, const MR: usize, const NS: usize>(
+    xp: &[[f32; MR]; 2 * H],
+    w: [&[[f32; STRIP_COLS]; 2 * H]; NS],
+) -> [[W; NS]; MR] {
+    let mut q = [[W::splat(0.0); NS]; MR];
+    for (k, xk) in xp.iter().enumerate() {
+        let wv: [W; NS] = std::array::from_fn(|j| W::load(&w[j][k]));
         for (qi, &x) in q.iter_mut().zip(xk) {
-            *qi = W::splat(x).mul_add(wv, *qi);
+            let xb = W::splat(x);
+            for (qj, &wj) in qi.iter_mut().zip(&wv) {
+                *qj = xb.mul_add(wj, *qj);
+            }
         }
     }
     q
+}
+
+/// [`recurrence_fused`] with the projection tile of the fused one-window `single` tile:
+/// [`SingleTile::Fused128`] 8 rows x 1 strip, [`SingleTile::Fused128Wide`] 4 rows x 2 strips
+/// (any other: the former).
+#[inline(always)]
+pub(crate) fn recurrence_fused_tiled<W: Wide>(
+    single: SingleTile,
+    a: &Recurrence<'_>,
+    st: State<'_>,
+    f: Fused<'_>,
+) {
+    match single {
+        SingleTile::Fused128Wide => recurrence_fused::<W, 4, 2>(a, st, f),
+        _ => recurrence_fused::<W, 8, 1>(a, st, f),
+    }
 }
 
 /// Whether every step of `a` has its frame's gates in the buffer (the steps' frames form one
@@ -740,32 +775,34 @@ fn block<W: Wide>(
     }
 }
 
-/// [`block`] and, interleaved with it, one projection tile: the [`FUSED_ROWS`] packed rows
+/// [`block`] and, interleaved with it, one projection tile: the [`MR`] packed rows
 /// `xp` (`[2H][8]`, k-major) times one strip `w` (`[2H][16]`), two projection `k` per product
 /// `k`. Returns the tile's accumulators (row `i`: 16 columns), each one FMA chain in ascending
 /// `k` from `0.0`, as [`tile_packed`].
 #[inline(always)]
-fn block_with_tile<W: Wide>(
+fn block_with_tile<W: Wide, const MR: usize, const NS: usize>(
     h: &[f32; H],
     r: &[[[f32; R_STRIP_COLS]; FUSED_STRIPS]; H],
     gates: &mut [f32; FUSED_STRIPS * R_STRIP_COLS],
-    xp: &[[f32; FUSED_ROWS]; 2 * H],
-    w: &[[f32; STRIP_COLS]; 2 * H],
-) -> [W; FUSED_ROWS] {
+    xp: &[[f32; MR]; 2 * H],
+    w: [&[[f32; STRIP_COLS]; 2 * H]; NS],
+) -> [[W; NS]; MR] {
     let (g16, _) = gates.as_chunks_mut::<R_STRIP_COLS>();
     let mut acc: [W; FUSED_STRIPS] = std::array::from_fn(|j| W::load(&g16[j]));
-    let mut q = [W::splat(0.0); FUSED_ROWS];
+    let mut q = [[W::splat(0.0); NS]; MR];
     let (x2, _) = xp.as_chunks::<2>();
-    let (w2, _) = w.as_chunks::<2>();
-    for (((rk, &hk), xk), wk) in r.iter().zip(h).zip(x2).zip(w2) {
+    for (k, ((rk, &hk), xk)) in r.iter().zip(h).zip(x2).enumerate() {
         let hb = W::splat(hk);
         for (av, rv) in acc.iter_mut().zip(rk) {
             *av = hb.mul_add(W::load(rv), *av);
         }
-        for (xe, we) in xk.iter().zip(wk) {
-            let wv = W::load(we);
+        for (e, xe) in xk.iter().enumerate() {
+            let wv: [W; NS] = std::array::from_fn(|j| W::load(&w[j][2 * k + e]));
             for (qi, &x) in q.iter_mut().zip(xe) {
-                *qi = W::splat(x).mul_add(wv, *qi);
+                let xb = W::splat(x);
+                for (qj, &wj) in qi.iter_mut().zip(&wv) {
+                    *qj = xb.mul_add(wj, *qj);
+                }
             }
         }
     }
@@ -1167,7 +1204,7 @@ mod tests {
     /// Every tile variant parses back from its name, and bad specs are refused.
     #[test]
     fn tiles_parse_and_name() {
-        assert_eq!(Tiles::all().len(), 90);
+        assert_eq!(Tiles::all().len(), 108);
         for t in Tiles::all() {
             assert_eq!(Tiles::parse(&t.name()), Some(t), "{t}");
         }
@@ -1765,7 +1802,8 @@ mod tests {
         }
     }
 
-    /// The fused one-window recurrence ([`recurrence_fused`], tile `f128`) gives the bits of
+    /// The fused one-window recurrence ([`recurrence_fused`], tiles `f128` and `f128w`) gives
+    /// the bits of
     /// the recurrence followed by the next chunk's projection: hidden and cell states and
     /// every projected value, for chunks with and without step 0 (which has no product to
     /// fuse with), both directions, projections that end inside the steps, after them and
@@ -1819,7 +1857,7 @@ mod tests {
                         };
                         let mut h0 = vec![0.0f32; H];
                         rng.fill_uniform_f32(&mut h0, -0.5, 0.5);
-                        let run = |path: &str| {
+                        let run = |path: &str, single: SingleTile| {
                             let (mut h, mut c) = (h0.clone(), h0.clone());
                             let mut gates = proj.clone();
                             let mut hseq = vec![f32::NAN; frames * H];
@@ -1852,16 +1890,20 @@ mod tests {
                                     );
                                 }
                                 "zmm tiles" => {
-                                    simd::zmm_tiles::recurrence_fused(&rec, state, fused)
+                                    simd::zmm_tiles::recurrence_fused(single, &rec, state, fused)
                                 }
                                 name => {
                                     let isa = Isa::available()
                                         .into_iter()
                                         .find(|i| i.name() == name)
                                         .unwrap();
+                                    let tiles = Tiles {
+                                        single,
+                                        ..fused_tiles
+                                    };
                                     simd::recurrence_fused(
                                         isa,
-                                        fused_tiles,
+                                        tiles,
                                         &rec,
                                         state,
                                         fused,
@@ -1873,17 +1915,20 @@ mod tests {
                                 |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                             (bits(&hseq), bits(&h), bits(&c), bits(&out))
                         };
-                        let want = run("reference");
+                        let want = run("reference", SingleTile::Fused128);
                         assert!(rows == 0 || want.3.iter().all(|&b| !f32::from_bits(b).is_nan()));
                         let mut paths = vec!["zmm tiles"];
                         paths.extend(Isa::available().iter().map(|i| i.name()));
-                        for path in paths {
-                            assert_eq!(
-                                run(path),
-                                want,
-                                "{path}, widths {w0}+{w1}, rows {rows}, forward {forward}, steps {steps:?}"
-                            );
-                            checked += 1;
+                        for single in [SingleTile::Fused128, SingleTile::Fused128Wide] {
+                            for &path in &paths {
+                                assert_eq!(
+                                    run(path, single),
+                                    want,
+                                    "{path} {single:?}, widths {w0}+{w1}, rows {rows}, \
+                                     forward {forward}, steps {steps:?}"
+                                );
+                                checked += 1;
+                            }
                         }
                     }
                 }

@@ -381,6 +381,9 @@ pub(crate) enum SingleTile {
     /// product waits on R from L2, the projection on the FMA units, so they overlap.
     #[default]
     Fused128,
+    /// [`SingleTile::Fused128`] with projection tiles of 4 rows x 32 columns (fewer loads a
+    /// FMA: 6 for 8 against 9).
+    Fused128Wide,
     /// [`SingleTile::Seq256`] with software prefetches into L1.
     Seq256Prefetch,
     /// 8 strips of the `[H][16]` strip layout (eight 64-byte streams, 8 accumulators).
@@ -392,11 +395,17 @@ pub(crate) enum SingleTile {
 }
 
 impl SingleTile {
+    /// Whether this tile computes the next chunk's projection beside the product (batch 1,
+    /// layers whose input is `2H` wide).
+    pub(crate) fn fuses(self) -> bool {
+        matches!(self, SingleTile::Fused128 | SingleTile::Fused128Wide)
+    }
+
     /// Strips per block of the sequential layout this tile reads (`None`: the strips).
     pub(crate) fn seq_strips(self) -> Option<usize> {
         match self {
             SingleTile::Strips128 => None,
-            SingleTile::Seq128 | SingleTile::Fused128 => Some(8),
+            SingleTile::Seq128 | SingleTile::Fused128 | SingleTile::Fused128Wide => Some(8),
             SingleTile::Seq256 | SingleTile::Seq256Prefetch => Some(16),
         }
     }
@@ -420,15 +429,16 @@ impl Tiles {
     pub const TOKENS: [&'static [&'static str]; 4] = [
         &["p6x64", "p6x32", "p12x32"],
         &["r8x32", "r6x64", "r12x32"],
-        &["f128", "q256p", "s128", "q128", "q256"],
+        &["f128", "f128w", "q256p", "s128", "q128", "q256"],
         &["a64", "malloc"],
     ];
 
     /// The variants worth timing against each other: the default, then each other token
     /// alone (one choice changed at a time), then the first 512-bit tiles (before the
     /// 2026-12-01 sweep). `scripts/cpu-run.sh`'s sweep times these.
-    pub const SWEEP: [&'static str; 11] = [
+    pub const SWEEP: [&'static str; 12] = [
         "default",
+        "f128w",
         "q256p",
         "p6x32",
         "p12x32",
@@ -495,6 +505,10 @@ impl Tiles {
                 }
                 "f128" => {
                     tiles.single = SingleTile::Fused128;
+                    2
+                }
+                "f128w" => {
+                    tiles.single = SingleTile::Fused128Wide;
                     2
                 }
                 "malloc" => {
@@ -614,7 +628,7 @@ pub(crate) fn recurrence(
 
 /// One direction's recurrence over a chunk of one window's steps and, beside it, the next
 /// chunk's input projection (see [`kernels::recurrence_fused`]): the 512-bit kernels with the
-/// [`SingleTile::Fused128`] tile interleave the two; every other set or tile runs
+/// fused one-window tiles ([`SingleTile::fuses`]) interleave the two; every other set or tile runs
 /// [`recurrence`] then [`project`] (`panel` as there). Same bits either way.
 pub(crate) fn recurrence_fused(
     isa: Isa,
@@ -625,10 +639,10 @@ pub(crate) fn recurrence_fused(
     panel: &mut Vec<f32>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if isa.0 == IsaKind::Avx512F && tiles.single == SingleTile::Fused128 {
+    if isa.0 == IsaKind::Avx512F && tiles.single.fuses() {
         // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
-        unsafe { x86::zmm::recurrence_fused(args, state, fused) };
+        unsafe { x86::zmm::recurrence_fused(tiles.single, args, state, fused) };
         return;
     }
     recurrence(isa, tiles, args, state);

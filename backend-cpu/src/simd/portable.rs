@@ -122,12 +122,13 @@ pub(crate) fn recurrence_zmm_tiles(tiles: super::Tiles, args: &Recurrence<'_>, s
     kernels::recurrence_tiled::<Pair<P8>>(tiles, args, state);
 }
 
-/// [`kernels::recurrence_fused`] on [`P8`] pairs (tests).
+/// [`kernels::recurrence_fused_tiled`] on [`P8`] pairs (tests).
 #[cfg(test)]
 pub(crate) fn recurrence_fused_zmm_tiles(
+    single: SingleTile,
     args: &Recurrence<'_>,
     state: State<'_>,
     fused: kernels::Fused<'_>,
 ) {
-    kernels::recurrence_fused::<Pair<P8>>(args, state, fused);
+    kernels::recurrence_fused_tiled::<Pair<P8>>(single, args, state, fused);
 }

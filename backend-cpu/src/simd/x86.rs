@@ -322,7 +322,7 @@ entry_points!(
 // the tiles.
 /// The kernels compiled for AVX2, FMA, AVX-512F and AVX-512VL with 512-bit vectors.
 pub(super) mod zmm {
-    use super::{A8, A16, ProjectTile, Projection, Recurrence, State, Tiles, kernels};
+    use super::{A8, A16, ProjectTile, Projection, Recurrence, SingleTile, State, Tiles, kernels};
 
     /// [`kernels::project_tiled`] with [`A8`] and [`A16`] strip rows.
     ///
@@ -353,18 +353,19 @@ pub(super) mod zmm {
         kernels::recurrence_tiled::<A16>(tiles, args, state);
     }
 
-    /// [`kernels::recurrence_fused`] with [`A16`] strip rows and gate math.
+    /// [`kernels::recurrence_fused_tiled`] with [`A16`] strip rows and gate math.
     ///
     /// # Safety
     /// The CPU must support AVX2, FMA, AVX-512F and AVX-512VL (callers hold an `Isa` from
     /// `Isa::detect` saying so).
     #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
     pub(in crate::simd) unsafe fn recurrence_fused(
+        single: SingleTile,
         args: &Recurrence<'_>,
         state: State<'_>,
         fused: kernels::Fused<'_>,
     ) {
-        kernels::recurrence_fused::<A16>(args, state, fused);
+        kernels::recurrence_fused_tiled::<A16>(single, args, state, fused);
     }
 
     /// The cell and exponential functions with [`A16`] (tests).
