@@ -28,7 +28,7 @@ pub const ISA_ENV: &str = "BILSTM_CPU_ISA";
 /// The environment variable [`CpuBackend::new`] reads the 512-bit register tiles from, a
 /// tuning aid: comma-separated tokens such as `p12x32` or `q256p`, or `default` ([`Tiles`]
 /// lists them; [`Tiles::parse`]); other values are ignored. Unset, the tiles are
-/// [`Tiles::default`], the measured best. Only the 512-bit AVX-512F kernels have variants
+/// [`Tiles::for_host`], the measured best for the CPU's vendor. Only the 512-bit AVX-512F kernels have variants
 /// (other instruction sets ignore it), and every variant gives the same bits, so this only
 /// changes speed (and lets one host time each variant: `scripts/cpu-run.sh`'s sweep).
 pub const TILES_ENV: &str = "BILSTM_CPU_TILES";
@@ -165,13 +165,13 @@ impl CpuBackend {
     /// when it holds a positive integer, else `available_parallelism()`, clamped to
     /// `1..=`[`MAX_THREADS`] (1 when the host cannot say). The kernels' instruction set is
     /// detected here, once ([`Isa::detect`]), capped by [`ISA_ENV`] (`BILSTM_CPU_ISA`) when it
-    /// names one. The 512-bit kernels' register tiles are [`Tiles::default`], or what
+    /// names one. The 512-bit kernels' register tiles are [`Tiles::for_host`], or what
     /// [`TILES_ENV`] (`BILSTM_CPU_TILES`, a tuning aid) names.
     pub fn new() -> Self {
         let threads = env_value(THREADS_ENV, parse_threads)
             .unwrap_or_else(|| thread::available_parallelism().map_or(1, NonZeroUsize::get));
         let isa = env_value(ISA_ENV, Isa::detect_at_most).unwrap_or_else(Isa::detect);
-        let tiles = env_value(TILES_ENV, Tiles::parse).unwrap_or_default();
+        let tiles = env_value(TILES_ENV, Tiles::parse).unwrap_or_else(Tiles::for_host);
         Self::with_isa(threads, isa).with_tiles(tiles)
     }
 
@@ -190,7 +190,7 @@ impl CpuBackend {
         CpuBackend {
             threads: threads.clamp(1, MAX_THREADS),
             isa,
-            tiles: Tiles::default(),
+            tiles: Tiles::for_host(),
             prepared: None,
         }
     }

@@ -37,7 +37,8 @@
 //! interleaved instead, in chunks of 48 frames: each step's product (four blocks of 128
 //! columns, R from L2) carries one 8-row x 16-column tile of the *next* chunk's projection
 //! per block (K = 256, two projection FMAs per product FMA), so the FMA units work while the
-//! product waits on L2 (about 20 % off a one-thread forward on Zen 4; `Tiles`' `f128`).
+//! product waits on L2 (about 20 % off a one-thread forward on Zen 4; `Tiles`' `f128`, and on
+//! Intel CPUs `f128w` with 4-row x 32-column projection tiles).
 //!
 //! The last layer's two halves are merged into the caller's output, forward units first.
 //!
@@ -80,11 +81,12 @@
 //! [`TILES_ENV`] (`BILSTM_CPU_TILES`), read once in [`CpuBackend::new`] like the two above, is
 //! a tuning aid: it picks among a few compiled variants of the 512-bit kernels' register tiles
 //! (projection `p6x64|p6x32|p12x32`, recurrent product for 6 or more windows
-//! `r8x32|r6x64|r12x32`, one window `f128|q256p|s128|q128|q256`, buffers `a64|malloc`
+//! `r8x32|r6x64|r12x32`, one window `f128|f128w|q256p|s128|q128|q256`, buffers `a64|malloc`
 //! (64-byte-aligned weights and gates or the allocator's placement); comma-separated, one token
 //! per choice, or `default`; [`Tiles`] explains each). Unset, the tiles are
-//! [`Tiles::default`], the measured best on the AVX-512 host (`scripts/cpu-run.sh` with
-//! `CPU_RUN_SWEEP=1` times the variants; the defaults are the first tokens above). An
+//! [`Tiles::for_host`]: [`Tiles::default`] (the first tokens above), with `f128w` for one window
+//! on Intel CPUs, the measured best on the AVX-512 hosts (`scripts/cpu-run.sh` with
+//! `CPU_RUN_SWEEP=1` times the variants). An
 //! unknown value is ignored with a note, as for the other two variables
 //! ([`ignored_env`]); other instruction sets than `avx512` ignore it; every variant gives the
 //! same bits (tested), so it changes only speed. [`CpuBackend::with_tiles`] sets it in code.

@@ -1901,14 +1901,7 @@ mod tests {
                                         single,
                                         ..fused_tiles
                                     };
-                                    simd::recurrence_fused(
-                                        isa,
-                                        tiles,
-                                        &rec,
-                                        state,
-                                        fused,
-                                        panel,
-                                    );
+                                    simd::recurrence_fused(isa, tiles, &rec, state, fused, panel);
                                 }
                             }
                             let bits =
@@ -1942,5 +1935,29 @@ mod tests {
                 "absent here"
             }
         );
+    }
+
+    /// The host's tiles are the default but for the one-window tile, which is `f128w` exactly
+    /// when the CPU is Intel's (CPUID's vendor string read against `/proc/cpuinfo`'s).
+    #[test]
+    fn host_tiles_follow_the_cpu_vendor() {
+        let host = Tiles::for_host();
+        assert_eq!(
+            Tiles {
+                single: Tiles::default().single,
+                ..host
+            },
+            Tiles::default()
+        );
+        assert!(host.single.fuses());
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") {
+            let intel = info
+                .lines()
+                .find(|l| l.starts_with("vendor_id"))
+                .is_some_and(|l| l.trim_end().ends_with("GenuineIntel"));
+            assert_eq!(crate::simd::x86::vendor_is_intel(), intel);
+            assert_eq!(host.single == SingleTile::Fused128Wide, intel, "{host}");
+        }
     }
 }

@@ -293,6 +293,16 @@ macro_rules! entry_points {
     };
 }
 
+/// Whether the CPU's vendor string (CPUID leaf 0) is `GenuineIntel`.
+pub(super) fn vendor_is_intel() -> bool {
+    // SAFETY: CPUID leaf 0 exists on every x86-64 CPU and only reads identification
+    // registers (the intrinsic is safe from Rust 1.94 on; `unsafe` for the 1.89 minimum).
+    #[allow(unused_unsafe)]
+    let r = unsafe { std::arch::x86_64::__cpuid(0) };
+    // "Genu" "ineI" "ntel" in EBX, EDX, ECX.
+    (r.ebx, r.edx, r.ecx) == (0x756e_6547, 0x4965_6e69, 0x6c65_746e)
+}
+
 // AVX2 + FMA: 16 vector registers, so the projection tile is 6 rows x one 16-column strip
 // (12 accumulators).
 entry_points!(avx2, "avx2,fma", "AVX2 and FMA", Pair<A8>, 1, [1, 4, 2, 1]);
