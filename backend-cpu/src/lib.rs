@@ -37,8 +37,9 @@
 //! interleaved instead, in chunks of 48 frames: each step's product (four blocks of 128
 //! columns, R from L2) carries one 8-row x 16-column tile of the *next* chunk's projection
 //! per block (K = 256, two projection FMAs per product FMA), so the FMA units work while the
-//! product waits on L2 (about 20 % off a one-thread forward on Zen 4; `Tiles`' `f128`, and on
-//! Intel CPUs `f128w` with 4-row x 32-column projection tiles).
+//! product waits on L2 (about 20 % off a one-thread forward on Zen 4, `Tiles`' `f128`; on the
+//! Intel Xeon hosts measured it gained nothing, so there [`Tiles::for_host`] keeps the phases
+//! apart).
 //!
 //! The last layer's two halves are merged into the caller's output, forward units first.
 //!
@@ -84,7 +85,7 @@
 //! `r8x32|r6x64|r12x32`, one window `f128|f128w|q256p|s128|q128|q256`, buffers `a64|malloc`
 //! (64-byte-aligned weights and gates or the allocator's placement); comma-separated, one token
 //! per choice, or `default`; [`Tiles`] explains each). Unset, the tiles are
-//! [`Tiles::for_host`]: [`Tiles::default`] (the first tokens above), with `f128w` for one window
+//! [`Tiles::for_host`]: [`Tiles::default`] (the first tokens above), with `q128` for one window
 //! on Intel CPUs, the measured best on the AVX-512 hosts (`scripts/cpu-run.sh` with
 //! `CPU_RUN_SWEEP=1` times the variants). An
 //! unknown value is ignored with a note, as for the other two variables

@@ -333,7 +333,7 @@ impl fmt::Display for Isa {
 /// |---|---|---|
 /// | projection register tile | `p6x64`, `p6x32`, `p12x32` | rows x columns (24, 12, 24 `zmm` accumulators) |
 /// | recurrent product, 6 or more windows | `r8x32`, `r6x64`, `r12x32` | windows x columns per tile (16, 24, 24 accumulators; at batch 32: 4, 6, 4 passes over R per step) |
-/// | recurrent product, one window (batch 1 and odd remainders) | `f128`, `f128w`, `q256p`, `s128`, `q128`, `q256` | `f128`: `q128`'s product and, at batch 1 from layer 1 on, the next chunk's input projection computed between its FMAs (8-row x 16-column tiles, chunks of 48 frames); `f128w`: the same with 4-row x 32-column tiles (Intel's choice, [`Tiles::for_host`]); `s128`: 128 columns from eight 16-column strips (eight streams); `q128`/`q256`: R repacked at prepare into blocks `[H][128]`/`[H][256]`, one sequential stream, 8/16 accumulators; `q256p`: `q256` with software prefetches into L1 two rows ahead (and of R's first rows before the gate math) |
+/// | recurrent product, one window (batch 1 and odd remainders) | `f128`, `f128w`, `q256p`, `s128`, `q128`, `q256` | `f128`: `q128`'s product and, at batch 1 from layer 1 on, the next chunk's input projection computed between its FMAs (8-row x 16-column tiles, chunks of 48 frames); `f128w`: the same with 4-row x 32-column tiles (fewer loads a FMA: 6 for 8 against 9); `s128`: 128 columns from eight 16-column strips (eight streams); `q128`/`q256`: R repacked at prepare into blocks `[H][128]`/`[H][256]`, one sequential stream, 8/16 accumulators; `q256p`: `q256` with software prefetches into L1 two rows ahead (and of R's first rows before the gate math) |
 /// | buffers | `a64`, `malloc` | `malloc`: the packed weights and the gates buffer where the allocator puts them (glibc: 16-byte aligned, so a 64-byte `zmm` load of a weight row may span two cache lines); `a64`: each starts on a 64-byte boundary |
 ///
 /// Every variant gives the same bits: a lane is still one output column and each column's
@@ -425,18 +425,18 @@ impl Default for Tiles {
 
 impl Tiles {
     /// The tiles [`crate::CpuBackend`] uses when `BILSTM_CPU_TILES` is unset: [`Tiles::default`],
-    /// except on Intel CPUs the one-window tile `f128w` (projection tiles of 4 rows x 32
-    /// columns beside the product; `f128`'s 8 x 16 take 9 loads per 8 FMAs against 6, and
-    /// Intel's two 512-bit FMA ports leave the loads the limit). Measured with `phase_timings`
-    /// on the H200 machine's Intel Xeon (2026-12-03, session 18, one layer-direction of 589
-    /// steps with a K = 256 projection beside it): `f128` 3.367 ms, `f128w` 2.957, recurrence
-    /// then projection 3.038; on the AMD EPYC Zen 4 development machine the same day `f128`
-    /// 2.19-2.25 ms, `f128w` 2.38-2.54, recurrence then projection 2.83-3.05.
+    /// except on Intel CPUs the one-window tile `q128` (the product alone, the projection
+    /// before it: the fused tiles gained nothing there). Measured with `phase_timings` (one
+    /// layer-direction of 589 steps and a K = 256 projection of 589 rows, fused or one after
+    /// the other) on the H200 machine's Intel Xeon, two calls on 2026-12-03 (session 18):
+    /// `f128` 3.367 / 2.642 ms, `f128w` 2.957 / 2.415, the product then the projection 3.038 /
+    /// 2.267 (`q128` alone in the first call 2.875); on the AMD EPYC Zen 4 development machine
+    /// the same day `f128` 2.19-2.25 ms, `f128w` 2.38-2.54, one after the other 2.83-3.05.
     pub fn for_host() -> Self {
         let mut tiles = Tiles::default();
         #[cfg(target_arch = "x86_64")]
         if x86::vendor_is_intel() {
-            tiles.single = SingleTile::Fused128Wide;
+            tiles.single = SingleTile::Seq128;
         }
         tiles
     }
