@@ -1201,6 +1201,33 @@ mod tests {
         }
     }
 
+    /// Input rows in two parts of `widths` values each, standard normal (part 0 drawn first).
+    fn random_parts(rng: &mut SplitMix64, rows: usize, widths: [usize; 2]) -> [Vec<f32>; 2] {
+        widths.map(|w| {
+            let mut v = vec![0.0f32; rows * w];
+            rng.fill_normal_f32(&mut v);
+            v
+        })
+    }
+
+    /// A projection of one group: `rows` rows of `x` into as many dense output rows.
+    fn one_group<'a>(
+        x: &'a [Vec<f32>; 2],
+        widths: [usize; 2],
+        rows: usize,
+        strips: &'a [f32],
+    ) -> Projection<'a> {
+        Projection {
+            x: [&x[0], &x[1]],
+            widths,
+            rows,
+            groups: 1,
+            group_stride: rows,
+            out_stride: rows,
+            strips,
+        }
+    }
+
     /// Every tile variant parses back from its name, and bad specs are refused.
     #[test]
     fn tiles_parse_and_name() {
@@ -1352,19 +1379,8 @@ mod tests {
             for rows in [
                 1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 17, 18, 19, 23, 24, 97, 192, 203,
             ] {
-                let mut x0 = vec![0.0f32; rows * w0];
-                let mut x1 = vec![0.0f32; rows * w1];
-                rng.fill_normal_f32(&mut x0);
-                rng.fill_normal_f32(&mut x1);
-                let p = Projection {
-                    x: [&x0, &x1],
-                    widths: [w0, w1],
-                    rows,
-                    groups: 1,
-                    group_stride: rows,
-                    out_stride: rows,
-                    strips: &strips,
-                };
+                let x = random_parts(&mut rng, rows, [w0, w1]);
+                let p = one_group(&x, [w0, w1], rows, &strips);
                 let mut want = vec![f32::NAN; rows * COLS];
                 simd::project(
                     Isa::portable(),
@@ -1830,19 +1846,8 @@ mod tests {
             let mut p_strips = vec![0.0f32; COLS * width];
             rng.fill_uniform_f32(&mut p_strips, -1.0, 1.0);
             for rows in [0, 1, 5, 8, 13, 20, 48] {
-                let mut x0 = vec![0.0f32; rows * w0];
-                let mut x1 = vec![0.0f32; rows * w1];
-                rng.fill_normal_f32(&mut x0);
-                rng.fill_normal_f32(&mut x1);
-                let next = Projection {
-                    x: [&x0, &x1],
-                    widths: [w0, w1],
-                    rows,
-                    groups: 1,
-                    group_stride: rows,
-                    out_stride: rows,
-                    strips: &p_strips,
-                };
+                let x = random_parts(&mut rng, rows, [w0, w1]);
+                let next = one_group(&x, [w0, w1], rows, &p_strips);
                 for forward in [true, false] {
                     for steps in [0..frames, 7..frames] {
                         let rec = Recurrence {
