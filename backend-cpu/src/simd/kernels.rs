@@ -263,13 +263,31 @@ fn fma_k<W: Wide, const MR: usize, const NS: usize>(
     k: usize,
     x: impl Fn(usize) -> f32,
 ) {
-    let w: [W; NS] = std::array::from_fn(|q| W::load(&parts[q][k]));
+    let w: [W; NS] = load_each(parts, k);
     for (i, a) in acc.iter_mut().enumerate() {
         let xb = W::splat(x(i));
         for (aq, &wq) in a.iter_mut().zip(&w) {
             *aq = xb.mul_add(wq, *aq);
         }
     }
+}
+
+/// Row `k` of each of `N` strips as vectors. A plain loop: `std::array::from_fn` here was
+/// compiled out of line for some tile shapes, its loads then calls without the kernels'
+/// target features (`perf`, batch 3 on the 512-bit kernels, 2026-12-03: `try_from_fn` and
+/// `_mm512_loadu_ps` 31 % of the samples).
+#[inline(always)]
+fn load_each<W: Wide, S: AsRef<[[f32; STRIP_COLS]]>, const N: usize>(
+    rows: &[S; N],
+    k: usize,
+) -> [W; N] {
+    let mut v = [W::splat(0.0); N];
+    for (vq, rq) in v.iter_mut().zip(rows) {
+        if let Some(row) = rq.as_ref().get(k) {
+            *vq = W::load(row);
+        }
+    }
+    v
 }
 
 /// Stores a tile's accumulators: row `i`, strip `q` to output row `out_row + i`, columns
@@ -539,9 +557,9 @@ pub(crate) fn recurrence_tiled<W: Wide>(tiles: Tiles, a: &Recurrence<'_>, st: St
     }
 }
 
-/// Rows of the projection tile [`recurrence_fused`] computes beside each 128-column block of a
-/// step's product (with one 16-column strip: 8 accumulators, beside the block's 8).
-pub(crate) const FUSED_ROWS: usize = 8;
+/// Rows of the projection tiles [`project_rest`] runs where [`recurrence_fused`]'s fast loop
+/// does not apply (its own tiles are `MR` x `NS` strips, [`recurrence_fused_tiled`]).
+const FUSED_ROWS: usize = 8;
 /// Strips in one block of the fused one-window product: R in the sequential layout of blocks
 /// `[H][128]` ([`pack_seq`] with 8, as [`SingleTile::Seq128`]).
 const FUSED_STRIPS: usize = 8;
@@ -557,18 +575,18 @@ pub(crate) struct Fused<'a> {
 }
 
 /// [`recurrence`] of one window (batch 1) and, between its steps' products, the projection
-/// `f` ([`SingleTile::Fused128`]). Each step's product runs in four blocks of 128 columns
+/// `f` ([`SingleTile::fuses`]). Each step's product runs in four blocks of 128 columns
 /// (8 accumulators, R from the sequential layout `[H][128]`); beside each block, one tile of
-/// [`FUSED_ROWS`] rows x 16 columns of `f` (K = 2H: two projection `k` per product `k`, part 0
-/// of the input in the first half of the block's `k`, part 1 in the second). The product
+/// `MR` rows x `NS` 16-column strips of `f` (K = 2H: two projection `k` per product `k`; the
+/// `MR` rows packed k-major once a group, part 0 then part 1). The product
 /// streams R from L2 (256 KiB a step) and leaves the FMA units half idle; the tile's weights
 /// and rows come from L1 and fill them. Measured on the development machine (Zen 4, 2026-12-03,
 /// `bench/NOTES.md`, a stand-alone C model of this loop): 3.70-3.79 us a step against 4.84-5.08
 /// for the product then the projection.
 ///
-/// The tiles run in order (8-row group by group, strip by strip) as long as the steps' products
-/// last (step 0 has none); the rest of `f`, and any rows past the last full group, run after
-/// the steps with [`tile`]. Every value is the same FMA chain as in [`recurrence`] and
+/// The tiles run in order (`MR`-row group by group, strips in order) as long as the steps'
+/// products last (step 0 has none); the rest of `f`, a partial last group included (padded,
+/// only its rows stored), runs after the steps with [`tile_packed`]. Every value is the same FMA chain as in [`recurrence`] and
 /// [`project`] (product: ascending `k` from the gates value; projection: ascending `k` from
 /// `0.0`, part 0 then part 1), so the bits are theirs. Where the fast loop does not apply
 /// (more than one window, another input width, no sequential layout) this runs [`recurrence`]
@@ -591,7 +609,7 @@ pub(crate) fn recurrence_fused<W: Wide, const MR: usize, const NS: usize>(
     if !fast {
         const S: [usize; 4] = ZMM_RECURRENT_STRIPS;
         recurrence::<W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, SingleTile::Seq128);
-        project_rest::<W>(p, f.out, 0);
+        project_rest::<W>(p, f.out);
         return;
     }
     let frames = a.frames;
@@ -714,7 +732,7 @@ fn tile_packed<W: Wide, const MR: usize, const NS: usize>(
 ) -> [[W; NS]; MR] {
     let mut q = [[W::splat(0.0); NS]; MR];
     for (k, xk) in xp.iter().enumerate() {
-        let wv: [W; NS] = std::array::from_fn(|j| W::load(&w[j][k]));
+        let wv: [W; NS] = load_each(&w, k);
         for (qi, &x) in q.iter_mut().zip(xk) {
             let xb = W::splat(x);
             for (qj, &wj) in qi.iter_mut().zip(&wv) {
@@ -797,7 +815,7 @@ fn block_with_tile<W: Wide, const MR: usize, const NS: usize>(
             *av = hb.mul_add(W::load(rv), *av);
         }
         for (e, xe) in xk.iter().enumerate() {
-            let wv: [W; NS] = std::array::from_fn(|j| W::load(&w[j][2 * k + e]));
+            let wv: [W; NS] = load_each(&w, 2 * k + e);
             for (qi, &x) in q.iter_mut().zip(xe) {
                 let xb = W::splat(x);
                 for (qj, &wj) in qi.iter_mut().zip(&wv) {
@@ -812,11 +830,11 @@ fn block_with_tile<W: Wide, const MR: usize, const NS: usize>(
     q
 }
 
-/// The tiles of projection `p` (one group) from tile number `from` on ([`recurrence_fused`]'s
-/// order: [`FUSED_ROWS`]-row group by group, strip by strip), then the rows past the last full
-/// group, with [`tile`]: the same FMA chains. Wrong lengths write nothing.
+/// Projection `p` (one group, any widths) with [`tile`]: [`FUSED_ROWS`]-row groups strip by
+/// strip, then the rows past the last full group; the same FMA chains as [`project`]. Wrong
+/// lengths write nothing.
 #[inline(always)]
-fn project_rest<W: Wide>(p: &Projection<'_>, out: &mut [f32], from: usize) {
+fn project_rest<W: Wide>(p: &Projection<'_>, out: &mut [f32]) {
     let width = p.widths[0] + p.widths[1];
     let ok = p.groups == 1
         && width > 0
@@ -833,7 +851,7 @@ fn project_rest<W: Wide>(p: &Projection<'_>, out: &mut [f32], from: usize) {
     let (strip_rows, _) = strips.as_chunks::<STRIP_COLS>();
     let n_strips = COLS / STRIP_COLS;
     let full = p.rows / FUSED_ROWS;
-    for slot in from..full * n_strips {
+    for slot in 0..full * n_strips {
         let (g, s) = (slot / n_strips, slot % n_strips);
         let at = [g * FUSED_ROWS; 2];
         let strip = &strip_rows[s * width..(s + 1) * width];
@@ -972,7 +990,7 @@ impl Gemm<'_> {
             return;
         }
         for k in 0..H {
-            let rv: [W; NS] = std::array::from_fn(|q| W::load(&r[q][k]));
+            let rv: [W; NS] = load_each(&r, k);
             for (a, hw) in acc.iter_mut().zip(hs) {
                 let hb = W::splat(hw[k]);
                 for (av, &r) in a.iter_mut().zip(&rv) {
