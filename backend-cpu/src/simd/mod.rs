@@ -308,9 +308,10 @@ impl fmt::Display for Isa {
 }
 
 /// Which 512-bit register tiles the projection and the recurrent product use
-/// (`BILSTM_CPU_TILES`, a tuning aid: [`Tiles::default`] is the measured best on the AVX-512
-/// host, which `scripts/cpu-run.sh`'s sweep decides; the tiles only matter for the 512-bit
-/// AVX-512F kernels, every other [`Isa`] ignores them).
+/// (`BILSTM_CPU_TILES`, a tuning aid: [`Tiles::default`] is the measured best on the AMD
+/// AVX-512 host and [`Tiles::for_host`] picks per CPU vendor, as `scripts/cpu-run.sh`'s sweep
+/// and `phase_timings` decided; the tiles only matter for the 512-bit AVX-512F kernels, every
+/// other [`Isa`] ignores them).
 ///
 /// The default, `p6x64,r8x32,f128,a64`. The first three choices' defaults were measured on the
 /// H200 machine's Intel Xeon (AVX-512, 16 vCPUs, 2026-12-01, `bench/NOTES.md` "512-bit tile
