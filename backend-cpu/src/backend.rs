@@ -28,9 +28,10 @@ pub const ISA_ENV: &str = "BILSTM_CPU_ISA";
 /// The environment variable [`CpuBackend::new`] reads the 512-bit register tiles from, a
 /// tuning aid: comma-separated tokens such as `p12x32` or `q256p`, or `default` ([`Tiles`]
 /// lists them; [`Tiles::parse`]); other values are ignored. Unset, the tiles are
-/// [`Tiles::for_host`], the measured best for the CPU's vendor. Only the 512-bit AVX-512F kernels have variants
-/// (other instruction sets ignore it), and every variant gives the same bits, so this only
-/// changes speed (and lets one host time each variant: `scripts/cpu-run.sh`'s sweep).
+/// [`Tiles::for_host`], the measured best for the CPU's vendor. Only the 512-bit AVX-512F
+/// kernels have variants (other instruction sets ignore it), and every variant gives the same
+/// bits, so this only changes speed (and lets one host time each variant:
+/// `scripts/cpu-run.sh`'s sweep).
 pub const TILES_ENV: &str = "BILSTM_CPU_TILES";
 
 /// The environment variables [`CpuBackend::new`] reads whose value it ignores because it is
@@ -57,7 +58,7 @@ pub fn ignored_env() -> Vec<String> {
     check(
         TILES_ENV,
         "default or comma-separated tile tokens (one per choice: p6x64|p6x32|p12x32, \
-         r8x32|r6x64|r12x32, f128|q256p|s128|q128|q256, a64|malloc)",
+         r8x32|r6x64|r12x32, f128|f128w|q256p|s128|q128|q256, a64|malloc)",
         env_value(TILES_ENV, Tiles::parse).is_some(),
     );
     out
@@ -383,8 +384,8 @@ const FUSED_CHUNK_FRAMES: usize = 48;
 
 impl DirectionJob<'_> {
     /// Whether this job runs [`DirectionJob::run_fused`]: one window, the 512-bit kernels with
-    /// a fused one-window tile (`f128`, `f128w`), and a layer whose input is the previous layer's two
-    /// halves (K = 2H, the fused tiles' shape).
+    /// a fused one-window tile (`f128`, `f128w`), and a layer whose input is the previous
+    /// layer's two halves (K = 2H, the fused tiles' shape).
     fn fuses(&self) -> bool {
         self.batch == 1
             && self.isa.is_512_bit()
@@ -404,16 +405,9 @@ impl DirectionJob<'_> {
         let frames = self.shape.frames;
         let rows = self.batch * frames;
         let cols = self.shape.gate_rows();
-        let widths = self.widths;
         let chunk = chunk_frames(self.batch);
-        let forward = self.direction == Direction::Forward;
         for s0 in (0..frames).step_by(chunk) {
-            let s1 = (s0 + chunk).min(frames);
-            let (t0, t1) = if forward {
-                (s0, s1)
-            } else {
-                (frames - s1, frames - s0)
-            };
+            let (s1, t0, t1) = self.chunk_span(s0, chunk);
             // Frames t0..t1 of every window: one call, so each weight strip is reused from L1
             // by all of them. The gates buffer holds just these frames (window w's at rows
             // w * (t1 - t0)..), so it stays in L2 between the projection and the steps.
@@ -421,34 +415,14 @@ impl DirectionJob<'_> {
             simd::project(
                 self.isa,
                 self.tiles,
-                &kernels::Projection {
-                    x: [
-                        &self.input[0][t0 * widths[0]..rows * widths[0]],
-                        &self.input[1][t0 * widths[1]..rows * widths[1]],
-                    ],
-                    widths,
-                    rows: held,
-                    groups: self.batch,
-                    group_stride: frames,
-                    out_stride: held,
-                    strips: self.packed.input_strips.as_slice(),
-                },
+                &self.projection(t0, t1),
                 &mut scratch.gates.as_mut_slice()[..self.batch * held * cols],
                 &mut scratch.panel,
             );
             simd::recurrence(
                 self.isa,
                 self.tiles,
-                &kernels::Recurrence {
-                    forward,
-                    frames,
-                    batch: self.batch,
-                    steps: s0..s1,
-                    gates_frames: t0..t1,
-                    strips: self.packed.recurrent_strips.as_slice(),
-                    seq_strips: self.packed.recurrent_seq.as_slice(),
-                    bias: &self.packed.bias,
-                },
+                &self.recurrence(s0..s1, t0..t1),
                 kernels::State {
                     gates: &mut scratch.gates.as_mut_slice()[..self.batch * held * cols],
                     hseq: &mut hseq[..rows * self.shape.hidden],
@@ -456,6 +430,55 @@ impl DirectionJob<'_> {
                     c: &mut scratch.c,
                 },
             );
+        }
+    }
+
+    /// The chunk of `chunk` steps from step `s0`: its end step and its frames `t0..t1`
+    /// (the reverse direction walks frames down).
+    fn chunk_span(&self, s0: usize, chunk: usize) -> (usize, usize, usize) {
+        let frames = self.shape.frames;
+        let s1 = (s0 + chunk).min(frames);
+        if self.direction == Direction::Forward {
+            (s1, s0, s1)
+        } else {
+            (s1, frames - s1, frames - s0)
+        }
+    }
+
+    /// The input projection of frames `t0..t1` of every window (into a buffer holding just
+    /// those frames).
+    fn projection(&self, t0: usize, t1: usize) -> kernels::Projection<'_> {
+        let (frames, widths) = (self.shape.frames, self.widths);
+        let rows = self.batch * frames;
+        kernels::Projection {
+            x: [
+                &self.input[0][t0 * widths[0]..rows * widths[0]],
+                &self.input[1][t0 * widths[1]..rows * widths[1]],
+            ],
+            widths,
+            rows: t1 - t0,
+            groups: self.batch,
+            group_stride: frames,
+            out_stride: t1 - t0,
+            strips: self.packed.input_strips.as_slice(),
+        }
+    }
+
+    /// The recurrence over `steps`, whose frames' gates the buffer holds (`gates_frames`).
+    fn recurrence(
+        &self,
+        steps: std::ops::Range<usize>,
+        gates_frames: std::ops::Range<usize>,
+    ) -> kernels::Recurrence<'_> {
+        kernels::Recurrence {
+            forward: self.direction == Direction::Forward,
+            frames: self.shape.frames,
+            batch: self.batch,
+            steps,
+            gates_frames,
+            strips: self.packed.recurrent_strips.as_slice(),
+            seq_strips: self.packed.recurrent_seq.as_slice(),
+            bias: &self.packed.bias,
         }
     }
 }
@@ -468,10 +491,7 @@ impl DirectionJob<'_> {
     fn run_fused(&self, scratch: &mut DirectionScratch, hseq: &mut [f32]) {
         let frames = self.shape.frames;
         let cols = self.shape.gate_rows();
-        let hidden = self.shape.hidden;
-        let widths = self.widths;
         let chunk = FUSED_CHUNK_FRAMES;
-        let forward = self.direction == Direction::Forward;
         let DirectionScratch { gates, h, c, panel } = scratch;
         let half = chunk.min(frames) * cols;
         let Some(both) = gates.as_mut_slice().get_mut(..2 * half) else {
@@ -479,57 +499,27 @@ impl DirectionJob<'_> {
             return;
         };
         let (mut cur, mut next) = both.split_at_mut(half);
-        // Frames of the chunk that starts at step s0.
-        let span = |s0: usize| {
-            let s1 = (s0 + chunk).min(frames);
-            if forward {
-                (s0, s1)
-            } else {
-                (frames - s1, frames - s0)
-            }
-        };
-        let projection = |(t0, t1): (usize, usize)| kernels::Projection {
-            x: [
-                &self.input[0][t0 * widths[0]..frames * widths[0]],
-                &self.input[1][t0 * widths[1]..frames * widths[1]],
-            ],
-            widths,
-            rows: t1 - t0,
-            groups: 1,
-            group_stride: frames,
-            out_stride: t1 - t0,
-            strips: self.packed.input_strips.as_slice(),
-        };
-        let (t0, t1) = span(0);
+        let (_, t0, t1) = self.chunk_span(0, chunk);
         simd::project(
             self.isa,
             self.tiles,
-            &projection((t0, t1)),
+            &self.projection(t0, t1),
             &mut cur[..(t1 - t0) * cols],
             panel,
         );
         for s0 in (0..frames).step_by(chunk) {
-            let (t0, t1) = span(s0);
-            let rec = kernels::Recurrence {
-                forward,
-                frames,
-                batch: 1,
-                steps: s0..(s0 + chunk).min(frames),
-                gates_frames: t0..t1,
-                strips: self.packed.recurrent_strips.as_slice(),
-                seq_strips: self.packed.recurrent_seq.as_slice(),
-                bias: &self.packed.bias,
-            };
+            let (s1, t0, t1) = self.chunk_span(s0, chunk);
+            let rec = self.recurrence(s0..s1, t0..t1);
             let state = kernels::State {
                 gates: &mut cur[..(t1 - t0) * cols],
-                hseq: &mut hseq[..frames * hidden],
+                hseq: &mut hseq[..frames * self.shape.hidden],
                 h,
                 c,
             };
-            if s0 + chunk < frames {
-                let (u0, u1) = span(s0 + chunk);
+            if s1 < frames {
+                let (_, u0, u1) = self.chunk_span(s1, chunk);
                 let fused = kernels::Fused {
-                    next: projection((u0, u1)),
+                    next: self.projection(u0, u1),
                     out: &mut next[..(u1 - u0) * cols],
                 };
                 simd::recurrence_fused(self.isa, self.tiles, &rec, state, fused, panel);

@@ -557,9 +557,6 @@ pub(crate) fn recurrence_tiled<W: Wide>(tiles: Tiles, a: &Recurrence<'_>, st: St
     }
 }
 
-/// Rows of the projection tiles [`project_rest`] runs where [`recurrence_fused`]'s fast loop
-/// does not apply (its own tiles are `MR` x `NS` strips, [`recurrence_fused_tiled`]).
-const FUSED_ROWS: usize = 8;
 /// Strips in one block of the fused one-window product: R in the sequential layout of blocks
 /// `[H][128]` ([`pack_seq`] with 8, as [`SingleTile::Seq128`]).
 const FUSED_STRIPS: usize = 8;
@@ -588,30 +585,22 @@ pub(crate) struct Fused<'a> {
 /// products last (step 0 has none); the rest of `f`, a partial last group included (padded,
 /// only its rows stored), runs after the steps with [`tile_packed`]. Every value is the same FMA chain as in [`recurrence`] and
 /// [`project`] (product: ascending `k` from the gates value; projection: ascending `k` from
-/// `0.0`, part 0 then part 1), so the bits are theirs. Where the fast loop does not apply
-/// (more than one window, another input width, no sequential layout) this runs [`recurrence`]
-/// then the tiles of `f`. Wrong lengths write nothing (debug builds assert).
+/// `0.0`, part 0 then part 1), so the bits are theirs. Only for what [`fused_applies`] to
+/// (callers check; anything else writes nothing, debug builds assert).
 #[inline(always)]
 pub(crate) fn recurrence_fused<W: Wide, const MR: usize, const NS: usize>(
     a: &Recurrence<'_>,
     st: State<'_>,
     f: Fused<'_>,
 ) {
-    let p = &f.next;
-    let fast = a.batch == 1
-        && p.groups == 1
-        && p.widths == [H, H]
-        && a.seq_strips.len() == H * COLS
-        && p.strips.len() == COLS * 2 * H
-        && p.x[0].len() >= p.rows * H
-        && p.x[1].len() >= p.rows * H
-        && f.out.len() >= p.rows * COLS;
-    if !fast {
-        const S: [usize; 4] = ZMM_RECURRENT_STRIPS;
-        recurrence::<W, 8, 2, { S[1] }, { S[2] }, { S[3] }>(a, st, SingleTile::Seq128);
-        project_rest::<W>(p, f.out);
+    if !fused_applies(a, &f) {
+        debug_assert!(
+            false,
+            "fused recurrence: one window, K = 2H and the [H][128] layout"
+        );
         return;
     }
+    let p = &f.next;
     let frames = a.frames;
     let (g0, g_len) = (a.gates_frames.start, a.gates_frames.len());
     let steps = a.steps.start..a.steps.end.min(frames);
@@ -674,7 +663,7 @@ pub(crate) fn recurrence_fused<W: Wide, const MR: usize, const NS: usize>(
             let (g_blocks, _) = g_row.as_chunks_mut::<{ FUSED_STRIPS * R_STRIP_COLS }>();
             for (gb, rb) in g_blocks.iter_mut().zip(blocks) {
                 if slot >= slots {
-                    block::<W>(h, rb, gb);
+                    seq_block::<W, FUSED_STRIPS, false>(h, rb, &[], gb.as_chunks_mut().0);
                     continue;
                 }
                 let (g, s) = (slot / n_strips, slot % n_strips);
@@ -743,6 +732,21 @@ fn tile_packed<W: Wide, const MR: usize, const NS: usize>(
     q
 }
 
+/// Whether [`recurrence_fused`] takes `a` and `f`: one window, a one-group projection of
+/// input width `2H` (layers 1 and up), R in the sequential layout `[H][128]`, and every length
+/// as the loop reads it. Otherwise the caller runs [`recurrence`] then [`project`].
+pub(crate) fn fused_applies(a: &Recurrence<'_>, f: &Fused<'_>) -> bool {
+    let p = &f.next;
+    a.batch == 1
+        && p.groups == 1
+        && p.widths == [H, H]
+        && a.seq_strips.len() == H * COLS
+        && p.strips.len() == COLS * 2 * H
+        && p.x[0].len() >= p.rows * H
+        && p.x[1].len() >= p.rows * H
+        && f.out.len() >= p.rows * COLS
+}
+
 /// [`recurrence_fused`] with the projection tile of the fused one-window `single` tile:
 /// [`SingleTile::Fused128`] 8 rows x 1 strip, [`SingleTile::Fused128Wide`] 4 rows x 2 strips
 /// (any other: the former).
@@ -772,28 +776,7 @@ fn steps_held(a: &Recurrence<'_>) -> bool {
     }
 }
 
-/// One 128-column block of a one-window step's product: `gates += h · R` over the block's
-/// 8 strips, one FMA chain per column in ascending `k` (as [`Gemm::seq`]).
-#[inline(always)]
-fn block<W: Wide>(
-    h: &[f32; H],
-    r: &[[[f32; R_STRIP_COLS]; FUSED_STRIPS]; H],
-    gates: &mut [f32; FUSED_STRIPS * R_STRIP_COLS],
-) {
-    let (g16, _) = gates.as_chunks_mut::<R_STRIP_COLS>();
-    let mut acc: [W; FUSED_STRIPS] = std::array::from_fn(|j| W::load(&g16[j]));
-    for (rk, &hk) in r.iter().zip(h) {
-        let hb = W::splat(hk);
-        for (av, rv) in acc.iter_mut().zip(rk) {
-            *av = hb.mul_add(W::load(rv), *av);
-        }
-    }
-    for (av, d) in acc.iter().zip(g16) {
-        av.store(d);
-    }
-}
-
-/// [`block`] and, interleaved with it, one projection tile: the [`MR`] packed rows
+/// [`seq_block`] of one 128-column block and, interleaved with it, one projection tile: the [`MR`] packed rows
 /// `xp` (`[2H][8]`, k-major) times one strip `w` (`[2H][16]`), two projection `k` per product
 /// `k`. Returns the tile's accumulators (row `i`: 16 columns), each one FMA chain in ascending
 /// `k` from `0.0`, as [`tile_packed`].
@@ -828,49 +811,6 @@ fn block_with_tile<W: Wide, const MR: usize, const NS: usize>(
         av.store(d);
     }
     q
-}
-
-/// Projection `p` (one group, any widths) with [`tile`]: [`FUSED_ROWS`]-row groups strip by
-/// strip, then the rows past the last full group; the same FMA chains as [`project`]. Wrong
-/// lengths write nothing.
-#[inline(always)]
-fn project_rest<W: Wide>(p: &Projection<'_>, out: &mut [f32]) {
-    let width = p.widths[0] + p.widths[1];
-    let ok = p.groups == 1
-        && width > 0
-        && p.x[0].len() >= p.rows * p.widths[0]
-        && p.x[1].len() >= p.rows * p.widths[1]
-        && out.len() >= p.rows * COLS;
-    let Some(strips) = p.strips.get(..COLS * width).filter(|_| ok) else {
-        debug_assert!(
-            p.rows == 0 || p.groups == 0,
-            "fused projection: wrong lengths"
-        );
-        return;
-    };
-    let (strip_rows, _) = strips.as_chunks::<STRIP_COLS>();
-    let n_strips = COLS / STRIP_COLS;
-    let full = p.rows / FUSED_ROWS;
-    for slot in 0..full * n_strips {
-        let (g, s) = (slot / n_strips, slot % n_strips);
-        let at = [g * FUSED_ROWS; 2];
-        let strip = &strip_rows[s * width..(s + 1) * width];
-        tile::<W, FUSED_ROWS, 1>(p, at, strip, out, s * STRIP_COLS);
-    }
-    let at = [full * FUSED_ROWS; 2];
-    for s in 0..n_strips {
-        let (strip, col0) = (&strip_rows[s * width..(s + 1) * width], s * STRIP_COLS);
-        match p.rows - at[0] {
-            1 => tile::<W, 1, 1>(p, at, strip, out, col0),
-            2 => tile::<W, 2, 1>(p, at, strip, out, col0),
-            3 => tile::<W, 3, 1>(p, at, strip, out, col0),
-            4 => tile::<W, 4, 1>(p, at, strip, out, col0),
-            5 => tile::<W, 5, 1>(p, at, strip, out, col0),
-            6 => tile::<W, 6, 1>(p, at, strip, out, col0),
-            7 => tile::<W, 7, 1>(p, at, strip, out, col0),
-            _ => {}
-        }
-    }
 }
 
 /// The recurrent weights in strips (`[COLS / 16][H][16]`, [`Recurrence::strips`]) repacked
@@ -1029,39 +969,48 @@ impl Gemm<'_> {
         let row0 = (w * self.g_len + self.gt) * COLS;
         for (b, block) in seq.chunks_exact(H * NS).enumerate() {
             let o = row0 + b * NS * R_STRIP_COLS;
-            let Some(src) = gates.get(o..o + NS * R_STRIP_COLS) else {
+            let Some(dst) = gates.get_mut(o..o + NS * R_STRIP_COLS) else {
                 return;
             };
-            let (src, _) = src.as_chunks::<R_STRIP_COLS>();
-            let mut acc = [W::splat(0.0); NS];
-            for (a, s) in acc.iter_mut().zip(src) {
-                *a = W::load(s);
-            }
             // The lines PREFETCH_ROWS rows of k ahead (into the next block near the end).
             let (ahead, _) = seq
                 .get((b * H + PREFETCH_ROWS) * NS..)
                 .unwrap_or_default()
                 .as_chunks::<NS>();
             let (rows, _) = block.as_chunks::<NS>();
-            for (k, (rk, &hk)) in rows.iter().zip(hw).enumerate() {
-                if let (true, Some(lines)) = (PF, ahead.get(k)) {
-                    for line in lines {
-                        W::prefetch_l1(line);
-                    }
-                }
-                let hb = W::splat(hk);
-                for (a, r) in acc.iter_mut().zip(rk) {
-                    *a = hb.mul_add(W::load(r), *a);
-                }
-            }
-            let Some(dst) = gates.get_mut(o..o + NS * R_STRIP_COLS) else {
-                return;
-            };
-            let (dst, _) = dst.as_chunks_mut::<R_STRIP_COLS>();
-            for (a, d) in acc.iter().zip(dst) {
-                a.store(d);
+            seq_block::<W, NS, PF>(hw, rows, ahead, dst.as_chunks_mut().0);
+        }
+    }
+}
+
+/// One block of a one-window product in the sequential layout: `gates` (`NS` strip rows)
+/// `+= h · rows` (`rows[k]`: R's row `k` over the block's `NS` strips), one FMA chain per
+/// column in ascending `k` from the gates value. `PF`: prefetch `ahead[k]`'s lines into L1 at
+/// step `k`.
+#[inline(always)]
+fn seq_block<W: Wide, const NS: usize, const PF: bool>(
+    h: &[f32],
+    rows: &[[[f32; R_STRIP_COLS]; NS]],
+    ahead: &[[[f32; R_STRIP_COLS]; NS]],
+    gates: &mut [[f32; R_STRIP_COLS]],
+) {
+    let mut acc = [W::splat(0.0); NS];
+    for (a, s) in acc.iter_mut().zip(gates.iter()) {
+        *a = W::load(s);
+    }
+    for (k, (rk, &hk)) in rows.iter().zip(h).enumerate() {
+        if let (true, Some(lines)) = (PF, ahead.get(k)) {
+            for line in lines {
+                W::prefetch_l1(line);
             }
         }
+        let hb = W::splat(hk);
+        for (a, r) in acc.iter_mut().zip(rk) {
+            *a = hb.mul_add(W::load(r), *a);
+        }
+    }
+    for (a, d) in acc.iter().zip(gates) {
+        a.store(d);
     }
 }
 
@@ -1913,7 +1862,11 @@ mod tests {
                                     );
                                 }
                                 "zmm tiles" => {
-                                    simd::zmm_tiles::recurrence_fused(single, &rec, state, fused)
+                                    let tiles = Tiles {
+                                        single,
+                                        ..fused_tiles
+                                    };
+                                    simd::zmm_tiles::recurrence_fused(tiles, &rec, state, fused)
                                 }
                                 name => {
                                     let isa = Isa::available()

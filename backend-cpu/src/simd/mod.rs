@@ -646,8 +646,9 @@ pub(crate) fn recurrence(
 
 /// One direction's recurrence over a chunk of one window's steps and, beside it, the next
 /// chunk's input projection (see [`kernels::recurrence_fused`]): the 512-bit kernels with the
-/// fused one-window tiles ([`SingleTile::fuses`]) interleave the two; every other set or tile runs
-/// [`recurrence`] then [`project`] (`panel` as there). Same bits either way.
+/// fused one-window tiles ([`SingleTile::fuses`]) interleave the two where
+/// [`kernels::fused_applies`]; every other case runs [`recurrence`] then [`project`] (`panel`
+/// as there). Same bits either way.
 pub(crate) fn recurrence_fused(
     isa: Isa,
     tiles: Tiles,
@@ -657,7 +658,7 @@ pub(crate) fn recurrence_fused(
     panel: &mut Vec<f32>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if isa.0 == IsaKind::Avx512F && tiles.single.fuses() {
+    if isa.0 == IsaKind::Avx512F && tiles.single.fuses() && kernels::fused_applies(args, &fused) {
         // SAFETY: `IsaKind::Avx512F` is only built by `Isa::detect` after
         // `is_x86_feature_detected!` found AVX2, FMA, AVX-512F and AVX-512VL on this CPU.
         unsafe { x86::zmm::recurrence_fused(tiles.single, args, state, fused) };

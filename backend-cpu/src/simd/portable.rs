@@ -122,13 +122,19 @@ pub(crate) fn recurrence_zmm_tiles(tiles: super::Tiles, args: &Recurrence<'_>, s
     kernels::recurrence_tiled::<Pair<P8>>(tiles, args, state);
 }
 
-/// [`kernels::recurrence_fused_tiled`] on [`P8`] pairs (tests).
+/// `simd::recurrence_fused` with [`P8`] pairs and the 512-bit build's tiles (tests): the fused
+/// kernel where [`kernels::fused_applies`], else the recurrence then the projection.
 #[cfg(test)]
 pub(crate) fn recurrence_fused_zmm_tiles(
-    single: SingleTile,
+    tiles: super::Tiles,
     args: &Recurrence<'_>,
     state: State<'_>,
     fused: kernels::Fused<'_>,
 ) {
-    kernels::recurrence_fused_tiled::<Pair<P8>>(single, args, state, fused);
+    if tiles.single.fuses() && kernels::fused_applies(args, &fused) {
+        kernels::recurrence_fused_tiled::<Pair<P8>>(tiles.single, args, state, fused);
+    } else {
+        recurrence_zmm_tiles(tiles, args, state);
+        project_zmm_tiles(tiles, &fused.next, fused.out, &mut Vec::new());
+    }
 }
