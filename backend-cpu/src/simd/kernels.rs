@@ -682,7 +682,7 @@ pub(crate) fn recurrence_fused<W: Wide, const MR: usize, const NS: usize>(
         h.copy_from_slice(out);
     }
     // The tiles the steps left, then the rows past the last full group (padded tile).
-    for slot in slot..slots.div_ceil(n_strips).max(p.rows.div_ceil(MR)) * n_strips {
+    for slot in slot..p.rows.div_ceil(MR) * n_strips {
         let (g, s) = (slot / n_strips, slot % n_strips);
         if s == 0 {
             pack(&mut xp, g * MR);
@@ -789,7 +789,10 @@ fn block_with_tile<W: Wide, const MR: usize, const NS: usize>(
     w: [&[[f32; STRIP_COLS]; 2 * H]; NS],
 ) -> [[W; NS]; MR] {
     let (g16, _) = gates.as_chunks_mut::<R_STRIP_COLS>();
-    let mut acc: [W; FUSED_STRIPS] = std::array::from_fn(|j| W::load(&g16[j]));
+    let mut acc = [W::splat(0.0); FUSED_STRIPS];
+    for (av, g) in acc.iter_mut().zip(g16.iter()) {
+        *av = W::load(g);
+    }
     let mut q = [[W::splat(0.0); NS]; MR];
     let (x2, _) = xp.as_chunks::<2>();
     for (k, ((rk, &hk), xk)) in r.iter().zip(h).zip(x2).enumerate() {
