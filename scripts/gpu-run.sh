@@ -255,7 +255,7 @@ if [ -n "$sanitizer" ]; then
             env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
             "$bin/gpu_sanitize" "${gpu_flags[@]}"
         if [ -x "$bin/gpu_tf32" ]; then
-            run_group "$tool-tf32" 60 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
+            run_group "$tool-tf32" 150 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
                 env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
                 "$bin/gpu_tf32" "${gpu_flags[@]}" small_tf32_pass_for_sanitizers
         fi

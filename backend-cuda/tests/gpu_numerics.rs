@@ -23,6 +23,13 @@ use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 const REFERENCE: &str = include_str!("numerics_reference.cuh");
+const GATES_SWEEP: &str = include_str!("tf32_gates_sweep.cu");
+const GATES_ENTRY: &str = "bl_tf32_gates_sweep";
+/// Slots of the TF32 gate sweep (tf32_gates_sweep.cu).
+const GATE_SLOTS: [&str; 4] = ["bl_sigmoid_fast", "bl_tanh_fast", "bl_sigmoid", "bl_tanhf"];
+/// The largest absolute error TF32 mode's activations may have against the true functions
+/// (numerics.cuh section 7): far below TF32's own rounding (2^-11 relative, about 4.9e-4).
+const FAST_GATE_MAX_ERROR: f32 = 1e-6;
 const SWEEP: &str = include_str!("numerics_sweep.cu");
 const ENTRY: &str = "bl_numerics_sweep";
 /// Slots of the sweep's counters (numerics_sweep.cu).
@@ -77,6 +84,27 @@ fn compile(source: &str, name: &str, arch: (u32, u32)) -> String {
         Ok(ptx) => ptx.to_src(),
         Err(e) => panic!("{name} for {arch:?}: {e:?}"),
     }
+}
+
+/// The TF32 gate sweep's full source: common.cuh, numerics.cuh, the kernel.
+fn gates_sweep_source() -> String {
+    let headers = expand_source("#include \"common.cuh\"\n#include \"numerics.cuh\"\n")
+        .expect("the production headers expand");
+    format!("{headers}\n{GATES_SWEEP}")
+}
+
+#[test]
+fn gates_sweep_kernel_compiles_for_sm_90() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    let ptx = compile(&gates_sweep_source(), "tf32_gates_sweep.cu", (9, 0));
+    assert!(
+        ptx.contains(&format!(".entry {GATES_ENTRY}(")),
+        "entry missing"
+    );
+    // TF32 mode's activations are the bare estimates: ex2 and rcp without a Newton step.
+    assert!(ptx.contains("ex2.approx.ftz.f32") && ptx.contains("rcp.approx.ftz.f32"));
 }
 
 #[test]
@@ -220,4 +248,81 @@ fn old_and_new_gate_math_agree_on_every_float() {
             "{name}: bits changed (see the inputs above)"
         );
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_gate_math_stays_within_its_error_on_every_float() {
+    let ctx = CudaContext::new(0).unwrap_or_else(|e| panic!("GPU tests need a CUDA GPU: {e}"));
+    let (major, minor) = ctx.compute_capability().expect("compute capability");
+    let arch = (
+        u32::try_from(major).expect("major"),
+        u32::try_from(minor).expect("minor"),
+    );
+    let ptx = compile(&gates_sweep_source(), "tf32_gates_sweep.cu", arch);
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+        .expect("loading the gate sweep");
+    let f = module
+        .load_function(GATES_ENTRY)
+        .expect("the gate sweep entry");
+    let stream = ctx.default_stream();
+    let n = GATE_SLOTS.len();
+    let mut max_error = stream.alloc_zeros::<u32>(n).expect("max errors");
+    let mut bad = stream.alloc_zeros::<u64>(n).expect("bad counts");
+    let mut first_bad = stream.alloc_zeros::<u32>(n).expect("first bad inputs");
+    let sms = ctx
+        .attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )
+        .expect("SM count");
+    let cfg = LaunchConfig {
+        grid_dim: (u32::try_from(sms).expect("SMs") * 8, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let started = std::time::Instant::now();
+    let mut launch = stream.launch_builder(&f);
+    launch.arg(&mut max_error).arg(&mut bad).arg(&mut first_bad);
+    // SAFETY: bl_tf32_gates_sweep(bl_u32* max_error, bl_u64* bad_counts, bl_u32* first_bad)
+    // takes exactly these three device pointers, in this order, and touches indices 0..4 of each
+    // (tf32_gates_sweep.cu: slot < BLG_SLOTS = 4), the sizes allocated above; the buffers
+    // outlive the launch (read back below on the same stream, ordered after the kernel).
+    unsafe { launch.launch(cfg) }.expect("launching the gate sweep");
+    let max_error = stream.clone_dtoh(&max_error).expect("reading max errors");
+    let bad = stream.clone_dtoh(&bad).expect("reading bad counts");
+    let first_bad = stream
+        .clone_dtoh(&first_bad)
+        .expect("reading first bad inputs");
+    eprintln!(
+        "gate sweep of 2^32 floats on sm_{major}{minor}: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    for (slot, name) in GATE_SLOTS.iter().enumerate() {
+        eprintln!(
+            "{name}: max |error| {:e} against the true function (double), {} bad results{}",
+            f32::from_bits(max_error[slot]),
+            bad[slot],
+            if bad[slot] > 0 {
+                format!(", e.g. input {:#010x}", first_bad[slot])
+            } else {
+                String::new()
+            }
+        );
+    }
+    for (slot, name) in GATE_SLOTS.iter().enumerate() {
+        assert_eq!(bad[slot], 0, "{name}: NaN handling or range broken");
+    }
+    for (slot, name) in GATE_SLOTS.iter().enumerate().take(2) {
+        let e = f32::from_bits(max_error[slot]);
+        assert!(
+            e <= FAST_GATE_MAX_ERROR,
+            "{name}: max |error| {e:e} over {FAST_GATE_MAX_ERROR:e}"
+        );
+    }
+    // The sweep sees errors at all: FP32 mode's accurate functions are not exact either.
+    assert!(
+        max_error[2] > 0 && max_error[3] > 0,
+        "no error measured at all"
+    );
 }

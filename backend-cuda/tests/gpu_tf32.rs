@@ -336,3 +336,121 @@ fn small_tf32_pass_for_sanitizers_resident() {
         "small pass: resident against streaming projection",
     );
 }
+
+/// TF32 mode's gate activations (`numerics.cuh` section 7) are every recurrence kernel's: with
+/// the plan's TF32 projection, every window of batch 33 (64 frames; partial last tiles and
+/// clusters) has, under each recurrence kind and window-tile forced, the bits it has run alone
+/// with the plan's own kernels (batch 1: the one-window cluster kernel on 9.0). A kernel left
+/// on FP32 mode's activations would differ in about every value.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_gates_give_every_kernel_the_same_bits() {
+    let shape = StackShape::pyannote().with_frames(64);
+    let st = stack(&shape);
+    let batch = 33;
+    let input = random_input(&shape, batch, INPUT_SEED + 7);
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    let mut b = tf32_backend(&st, batch, Overrides::default());
+    let mut alone = Vec::with_capacity(batch * out_w);
+    for w in 0..batch {
+        alone.extend(run(&mut b, &shape, &input[w * in_w..(w + 1) * in_w], 1));
+    }
+    let tile = b.last_forward().expect("summary").projection_tile;
+    assert!(tile.tf32_gates(), "the plan's TF32 tile is {tile}");
+    let clusters = gpu().device().facts.max_cluster_size >= 4;
+    let mut forced: Vec<(String, Overrides)> = vec![("auto".to_string(), Overrides::default())];
+    for kind in [
+        RecurrenceKind::Wide,
+        RecurrenceKind::Tiled,
+        RecurrenceKind::Resident,
+    ] {
+        forced.push((
+            kind.to_string(),
+            Overrides {
+                recurrence: Some(kind),
+                ..Overrides::default()
+            },
+        ));
+    }
+    if clusters {
+        for (size, windows) in [(2, 1), (4, 1), (2, 2), (2, 4), (2, 8), (2, 16)] {
+            forced.push((
+                format!("cluster {size}x{windows}"),
+                Overrides {
+                    recurrence: Some(RecurrenceKind::Cluster),
+                    cluster_size: Some(size),
+                    cluster_windows: Some(windows),
+                    ..Overrides::default()
+                },
+            ));
+        }
+    }
+    for (name, overrides) in forced {
+        b.set_overrides(overrides)
+            .unwrap_or_else(|e| panic!("forcing {name}: {e}"));
+        let got = run(&mut b, &shape, &input, batch);
+        assert_eq!(
+            b.last_forward().expect("summary").projection_tile,
+            tile,
+            "{name}: the projection changed"
+        );
+        assert_same_bits(
+            &alone,
+            &got,
+            &format!("TF32, {name}, batch {batch} against each window alone"),
+        );
+        eprintln!("TF32 {name}: every window of batch {batch} has its batch-1 bits");
+    }
+}
+
+/// TF32 mode's gate activations in every recurrence kernel, in passes small enough for
+/// compute-sanitizer (`scripts/gpu-run.sh`'s `-tf32` groups run every test whose name starts
+/// with `small_tf32_pass_for_sanitizers`): batch 5, 17 frames, each kind and cluster shape the
+/// other two passes do not run forced in turn, each against the f64 reference within the TF32
+/// budget.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_tf32_pass_for_sanitizers_every_kind() {
+    let shape = StackShape::pyannote().with_frames(17);
+    let st = stack(&shape);
+    let batch = 5;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let want = reference(&st, &input, batch);
+    let mut forced = vec![
+        Overrides {
+            recurrence: Some(RecurrenceKind::Tiled),
+            ..Overrides::default()
+        },
+        Overrides {
+            recurrence: Some(RecurrenceKind::Resident),
+            ..Overrides::default()
+        },
+    ];
+    if gpu().device().facts.max_cluster_size >= 4 {
+        for (size, windows) in [(2, 1), (4, 1), (2, 2), (2, 4), (2, 16)] {
+            forced.push(Overrides {
+                recurrence: Some(RecurrenceKind::Cluster),
+                cluster_size: Some(size),
+                cluster_windows: Some(windows),
+                ..Overrides::default()
+            });
+        }
+    }
+    for overrides in forced {
+        let mut b = tf32_backend(&st, batch, overrides);
+        let got = run(&mut b, &shape, &input, batch);
+        let s = b.last_forward().expect("summary");
+        assert!(
+            s.projection_tile.tf32_gates(),
+            "{overrides:?}: {}",
+            s.projection_tile
+        );
+        let (rel, max_abs) = errors(&got, &want);
+        eprintln!("TF32 {overrides:?}: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+        assert!(
+            rel <= tf32_budget(),
+            "{overrides:?}: rel L2 {rel:.3e} over the TF32 budget"
+        );
+    }
+}

@@ -31,7 +31,9 @@ struct bl_recurrence_coop_params {
     // Test-only fault injection: the block with this blockIdx.x returns at once and never
     // publishes (so its partners must report BL_ERROR_PARTNER_LOST); -1 in production.
     int stall_block;
-    bl_u32 reserved;
+    // Nonzero: TF32 mode's gate activations (numerics.cuh section 7), zero: FP32 mode's; the
+    // entries read it once.
+    bl_u32 fast_gates;
     // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
     float* state_h;
     float* state_c;
@@ -99,15 +101,16 @@ __device__ __forceinline__ bool bl_coop_receive(const bl_recurrence_coop_params&
 
 // The end of a step for one cell: pre-activations (gate input + dot) + bias, the cell update
 // (state `c` in this lane's register) and, when `stores`, h written to out[row] and published
-// as (unit_in_block, window) of this block in slot step % 2.
+// as (unit_in_block, window) of this block in slot step % 2. FAST: TF32 mode's activations.
+template <bool FAST>
 __device__ __forceinline__ void bl_coop_cell(const bl_recurrence_coop_params& p, const bl_coop_block& b,
                                              bl_u32 step, bl_u64 row, bl_u32 unit,
                                              bl_u32 unit_in_block, bl_u32 window, float4 gates_in,
                                              float4 dots, float4 bias, float& c, bool stores) {
-    const float h = bl_lstm_cell(bl_preactivation(gates_in.x, dots.x, bias.x),
-                                 bl_preactivation(gates_in.y, dots.y, bias.y),
-                                 bl_preactivation(gates_in.z, dots.z, bias.z),
-                                 bl_preactivation(gates_in.w, dots.w, bias.w), &c);
+    const float h = bl_lstm_cell_g<FAST>(bl_preactivation(gates_in.x, dots.x, bias.x),
+                                         bl_preactivation(gates_in.y, dots.y, bias.y),
+                                         bl_preactivation(gates_in.z, dots.z, bias.z),
+                                         bl_preactivation(gates_in.w, dots.w, bias.w), &c);
     if (stores) {
         p.out[row * (2 * BILSTM_HIDDEN) + p.direction * BILSTM_HIDDEN + unit] = h;
         if (step + 1u == p.frames) {

@@ -28,6 +28,16 @@
 // 6. Cell: c' = fma(f, c, i * g) (i * g rounded first, then one fused multiply-add), and
 //    h = o * tanh(c').
 //
+// 7. TF32 mode's gates (FAST = true below; the recurrences' `fast_gates` parameter, set where
+//    the pass's projection is a TF32 tile): sigmoid(x) = rcp.approx.ftz(1 + ex2.approx.ftz(x *
+//    -log2 e)) and tanh(x) = fma(-2, rcp.approx.ftz(1 + ex2.approx.ftz(x * 2 log2 e)), 1), bare
+//    hardware estimates with no clamp, no Cody-Waite reduction, no Newton step (bl_sigmoid_fast,
+//    bl_tanh_fast); the cell as in 6. Their error (at most a few 1e-7 absolute, swept over every
+//    float by gpu_numerics) is far below what TF32 projections cost (about 1e-3 relative), and
+//    they take 5 and 6 instructions against about 17 and 30: the step loops are issue-bound
+//    (bench/NOTES.md, session 19). Every recurrence kernel computes them exactly so, so TF32
+//    mode's bits do not depend on the kernel or the batch either; FP32 mode never uses them.
+//
 // Issue 10 step 1 rewrote bl_expf, added bl_rcp_ftz and made bl_tanhf branch-free with the
 // same bits for every one of the 2^32 float inputs; backend-cuda/tests/numerics_reference.cuh
 // keeps the previous implementations verbatim (renamed) and backend-cuda/tests/gpu_numerics.rs
@@ -176,20 +186,72 @@ __device__ __forceinline__ float bl_preactivation(float proj, float dot, float b
     return (proj + dot) + bias;
 }
 
-// One LSTM cell update from the four pre-activations (packed gate order i, f, g, o):
-// i, f, o = sigmoid; g = tanh; c = fma(f, c, i * g); returns h = o * tanh(c).
-// The cell update from the four activated gates (i, f, o the sigmoid, g the tanh of their
-// pre-activations): bl_lstm_cell's arithmetic after the activations, for kernels whose lanes
-// activate the gates apart (recurrence_cluster.cu); the same bits.
-__device__ __forceinline__ float bl_lstm_cell_activated(float i, float f, float g, float o, float* c) {
-    *c = __fmaf_rn(f, *c, i * g);
-    return o * bl_tanhf(*c);
+// TF32 mode's sigmoid (section 7): rcp.approx.ftz(1 + ex2.approx.ftz(x * -log2 e)). Limits:
+// x = -inf or below about -88.7 gives ex2 = +inf and +0; x = +inf gives ex2 = +0 and 1; NaN
+// stays NaN.
+__device__ __forceinline__ float bl_sigmoid_fast(float x) {
+    float e;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(__fmul_rn(x, -BL_LOG2E)));
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fadd_rn(1.0f, e)));
+    return y;
 }
 
+// TF32 mode's tanh (section 7): 1 - 2 / (1 + 2^(2 x log2 e)) as fma(-2, r, 1) with the bare
+// reciprocal estimate r. Limits: +inf (or x above about 44.4) gives r = +0 and 1; -inf gives
+// r = 1 and -1; 0 gives r = 0.5 and +0; NaN stays NaN.
+__device__ __forceinline__ float bl_tanh_fast(float x) {
+    float e;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(__fmul_rn(x, 2.0f * BL_LOG2E)));
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fadd_rn(1.0f, e)));
+    return __fmaf_rn(-2.0f, r, 1.0f);
+}
+
+// The gate activations of a recurrence kernel: FP32 mode's (FAST = false: bl_sigmoid,
+// bl_tanhf) or TF32 mode's (FAST = true: bl_sigmoid_fast, bl_tanh_fast).
+template <bool FAST>
+__device__ __forceinline__ float bl_gate_sigmoid(float x) {
+    if constexpr (FAST) {
+        return bl_sigmoid_fast(x);
+    } else {
+        return bl_sigmoid(x);
+    }
+}
+
+template <bool FAST>
+__device__ __forceinline__ float bl_gate_tanh(float x) {
+    if constexpr (FAST) {
+        return bl_tanh_fast(x);
+    } else {
+        return bl_tanhf(x);
+    }
+}
+
+// The cell update from the four activated gates (i, f, o the sigmoid, g the tanh of their
+// pre-activations), for kernels whose lanes activate the gates apart (recurrence_cluster.cu):
+// c = fma(f, c, i * g) (i * g rounded first), h = o * tanh(c), with FP32 mode's tanh (FAST =
+// false, sections 5-6) or TF32 mode's (FAST = true, section 7).
+template <bool FAST>
+__device__ __forceinline__ float bl_lstm_cell_activated_g(float i, float f, float g, float o, float* c) {
+    *c = __fmaf_rn(f, *c, i * g);
+    return o * bl_gate_tanh<FAST>(*c);
+}
+
+// One LSTM cell update from the four pre-activations (packed gate order i, f, g, o): i, f, o =
+// sigmoid, g = tanh, then bl_lstm_cell_activated_g; FAST picks the activations as there.
+template <bool FAST>
+__device__ __forceinline__ float bl_lstm_cell_g(float pre_i, float pre_f, float pre_g, float pre_o, float* c) {
+    return bl_lstm_cell_activated_g<FAST>(bl_gate_sigmoid<FAST>(pre_i), bl_gate_sigmoid<FAST>(pre_f),
+                                          bl_gate_tanh<FAST>(pre_g), bl_gate_sigmoid<FAST>(pre_o), c);
+}
+
+// One LSTM cell update from the four pre-activations (packed gate order i, f, g, o):
+// i, f, o = sigmoid; g = tanh; c = fma(f, c, i * g); returns h = o * tanh(c) (FP32 mode's
+// activations).
 __device__ __forceinline__ float bl_lstm_cell(float pre_i, float pre_f, float pre_g, float pre_o,
                                               float* c) {
-    return bl_lstm_cell_activated(bl_sigmoid(pre_i), bl_sigmoid(pre_f), bl_tanhf(pre_g),
-                                  bl_sigmoid(pre_o), c);
+    return bl_lstm_cell_g<false>(pre_i, pre_f, pre_g, pre_o, c);
 }
 
 // Rounds to TF32 (10 fraction bits), to nearest with ties to even; the result is an f32 value.

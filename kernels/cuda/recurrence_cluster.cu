@@ -55,6 +55,9 @@
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal the wide, tiled and resident kernels'; the dot-product tree is realised by
 //   the shuffle levels below.
+//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
+//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
+//   projection is a TF32 tile (ProjectionTile::tf32_gates).
 // - Test hook: stall_cta >= 0 names a CTA (blockIdx.x) of layer `layer` that never publishes its
 //   hidden values, so its partners must time out; -1 in production.
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_CLUSTER_THREADS,
@@ -132,7 +135,9 @@ struct bl_recurrence_cluster_params {
     // layer whose next projection reads its input as stored). The final states stay exact.
     // The register-quad and 16-window kernels only; the one- and two-window kernels trap on it.
     bl_u32 out_tf32;
-    bl_u32 reserved;
+    // Nonzero: TF32 mode's gate activations (numerics.cuh section 7: bl_sigmoid_fast,
+    // bl_tanh_fast), zero: FP32 mode's. Every kernel of this file reads it once, at entry.
+    bl_u32 fast_gates;
 };
 static_assert(sizeof(bl_recurrence_cluster_params) == 120,
               "mirrors bilstm_kernels::params::RecurrenceClusterParams");
@@ -302,7 +307,21 @@ __device__ __forceinline__ void bl_cl_report(bl_u32* progress, bl_u32 first_wind
     }
 }
 
-template <int S, int W>
+// The static shared memory of bl_recurrence_cluster<S, W, FAST>: declared here, once per W, so
+// that an entry which instantiates both gate variants still holds one copy (the contract's
+// static bytes).
+template <int W>
+struct __align__(16) bl_cl_shared {
+    float h_s[2][W][BILSTM_HIDDEN];
+    bl_u64 bar[2];
+};
+template <int W>
+__device__ __forceinline__ bl_cl_shared<W>& bl_cl_shared_of() {
+    __shared__ bl_cl_shared<W> shared;
+    return shared;
+}
+
+template <int S, int W, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluster_params& p) {
     constexpr int ROWS = BILSTM_GATE_ROWS / (S * BL_CL_GROUPS_PER_CTA);
     constexpr int LEVELS = ROWS == 16 ? 4 : 3;
@@ -316,8 +335,8 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     // Bytes pushed into each CTA per step: one f32 per unit and window.
     constexpr bl_u32 STEP_BYTES = (bl_u32)W * BL_CL_STEP_BYTES;
 
-    __shared__ __align__(16) float h_s[2][W][BILSTM_HIDDEN];
-    __shared__ __align__(8) bl_u64 bar[2];
+    auto& h_s = bl_cl_shared_of<W>().h_s;
+    auto& bar = bl_cl_shared_of<W>().bar;
 
     const bl_u32 rank = bl_cl_rank();
     const bl_u32 cluster = blockIdx.x / S;
@@ -470,8 +489,8 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 #pragma unroll
         for (int w = 0; w < W; ++w) {
             const float pre = bl_preactivation(gates_in[w], dot[w], bias);
-            const float as_tanh = bl_tanhf(pre);
-            const float as_sigmoid = bl_sigmoid(pre);
+            const float as_tanh = bl_gate_tanh<FAST>(pre);
+            const float as_sigmoid = bl_gate_sigmoid<FAST>(pre);
             const float act = is_g ? as_tanh : as_sigmoid;
             act_i[w] = act;
             act_f[w] = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET);
@@ -481,7 +500,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
         if (cell_lane) {
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                const float h = bl_lstm_cell_activated(act_i[w], act_f[w], act_g[w], act_o[w], &c[w]);
+                const float h = bl_lstm_cell_activated_g<FAST>(act_i[w], act_f[w], act_g[w], act_o[w], &c[w]);
                 if (!stalled) {
                     const bl_u32 dst =
                         h_addr0 + ((slot * W + w) * BILSTM_HIDDEN + unit) * (bl_u32)sizeof(float);
@@ -555,7 +574,20 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 // reuse, the lost-partner timeout and the stall hook are the one-window kernel's. Progress: a
 // layer that writes host memory is reported once, after the last step (every CTA's stores are
 // ordered before it by the closing cluster barrier and a system-scope fence).
-template <int WPT>
+// The static shared memory of bl_recurrence_cluster_tile<WPT, FAST> (one copy per WPT, as
+// bl_cl_shared).
+template <int W>
+struct __align__(16) bl_cl_tile_shared {
+    float h_t[2][BILSTM_HIDDEN][W];
+    bl_u64 bar[2];
+};
+template <int W>
+__device__ __forceinline__ bl_cl_tile_shared<W>& bl_cl_tile_shared_of() {
+    __shared__ bl_cl_tile_shared<W> shared;
+    return shared;
+}
+
+template <int WPT, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_cluster_params& p) {
     constexpr int S = 2;
     constexpr int W = 4 * WPT;
@@ -567,8 +599,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
     static_assert(BILSTM_DOT_CHAINS == 16 && BL_CL_TERMS == 8, "16 chains of 8 terms");
 
     extern __shared__ __align__(16) float r_t[];          // [BILSTM_HIDDEN][ROWS]
-    __shared__ __align__(16) float h_t[2][BILSTM_HIDDEN][W];
-    __shared__ __align__(8) bl_u64 bar[2];
+    auto& h_t = bl_cl_tile_shared_of<W>().h_t;
+    auto& bar = bl_cl_tile_shared_of<W>().bar;
 
     const bl_u32 rank = bl_cl_rank();
     const bl_u32 cluster = blockIdx.x / S;
@@ -728,10 +760,10 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
         float h[WPT];
 #pragma unroll
         for (int w = 0; w < WPT; ++w) {
-            h[w] = bl_lstm_cell(bl_preactivation(gates_in[w].x, dot[0][w], bias.x),
-                                bl_preactivation(gates_in[w].y, dot[1][w], bias.y),
-                                bl_preactivation(gates_in[w].z, dot[2][w], bias.z),
-                                bl_preactivation(gates_in[w].w, dot[3][w], bias.w), &c[w]);
+            h[w] = bl_lstm_cell_g<FAST>(bl_preactivation(gates_in[w].x, dot[0][w], bias.x),
+                                        bl_preactivation(gates_in[w].y, dot[1][w], bias.y),
+                                        bl_preactivation(gates_in[w].z, dot[2][w], bias.z),
+                                        bl_preactivation(gates_in[w].w, dot[3][w], bias.w), &c[w]);
         }
         if (!stalled) {
             const bl_u32 dst = h_addr0 + ((slot * BILSTM_HIDDEN + unit) * W + (bl_u32)(group * WPT)) * (bl_u32)sizeof(float);
@@ -835,7 +867,20 @@ __device__ __forceinline__ bl_u32 bl_qd_index(bl_u32 u) {
     return (u / BL_QD_PIECE) * BL_QD_PIECE_STRIDE + u % BL_QD_PIECE;
 }
 
+// The static shared memory of bl_recurrence_cluster_quad<G, FAST> (one copy per G, as
+// bl_cl_shared): h_s[slot][quad][window in quad][padded unit]; bar[slot * G + quad].
 template <int G>
+struct __align__(16) bl_qd_shared {
+    float h_s[2][G][4][BL_QD_H_ROW];
+    bl_u64 bar[2 * G];
+};
+template <int G>
+__device__ __forceinline__ bl_qd_shared<G>& bl_qd_shared_of() {
+    __shared__ bl_qd_shared<G> shared;
+    return shared;
+}
+
+template <int G, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_cluster_params& p) {
     constexpr int S = 2;
     constexpr int Q = 4;          // windows a group (a quad)
@@ -847,9 +892,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     static_assert(BILSTM_GATE_ROWS / (S * GROUPS_PER_CTA) == ROWS, "8 rows a group");
     static_assert(ROWS == 2 * BILSTM_GATES, "two units of four gates a group");
 
-    // h_s[slot][quad][window in quad][padded unit]; bar[slot * G + quad].
-    __shared__ __align__(16) float h_s[2][G][Q][BL_QD_H_ROW];
-    __shared__ __align__(8) bl_u64 bar[2 * G];
+    auto& h_s = bl_qd_shared_of<G>().h_s;
+    auto& bar = bl_qd_shared_of<G>().bar;
 
     const bl_u32 rank = bl_cl_rank();
     const bl_u32 cluster = blockIdx.x / S;
@@ -978,8 +1022,9 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     };
     // This lane's cell of quad g from its gates and four dots (c[g] updated): the new h.
     auto cell = [&](int g, const float4& in, const float (&d)[2 * ROWS]) -> float {
-        return bl_lstm_cell(bl_preactivation(in.x, d[0], bias.x), bl_preactivation(in.y, d[1], bias.y),
-                            bl_preactivation(in.z, d[2], bias.z), bl_preactivation(in.w, d[3], bias.w), &c[g]);
+        return bl_lstm_cell_g<FAST>(bl_preactivation(in.x, d[0], bias.x), bl_preactivation(in.y, d[1], bias.y),
+                                    bl_preactivation(in.z, d[2], bias.z), bl_preactivation(in.w, d[3], bias.w),
+                                    &c[g]);
     };
     // Quad g's h of step s: pushed to both CTAs' slot s % 2 (completing its mbarrier there) and
     // stored to the output (real windows only).
@@ -1112,8 +1157,24 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
 }
 
-#define BL_CL_QUAD_BODY(G) bl_recurrence_cluster_quad<G>(p)
-#define BL_CL_TILE_BODY(WPT) bl_recurrence_cluster_tile<WPT>(p)
+// Each entry picks its gate activations once (fast_gates: TF32 mode's, numerics.cuh section 7),
+// so that each step loop is compiled for one of them and carries no select.
+#define BL_CL_QUAD_BODY(G)                          \
+    do {                                            \
+        if (p.fast_gates != 0u) {                   \
+            bl_recurrence_cluster_quad<G, true>(p); \
+        } else {                                    \
+            bl_recurrence_cluster_quad<G, false>(p); \
+        }                                           \
+    } while (0)
+#define BL_CL_TILE_BODY(WPT)                          \
+    do {                                              \
+        if (p.fast_gates != 0u) {                     \
+            bl_recurrence_cluster_tile<WPT, true>(p); \
+        } else {                                      \
+            bl_recurrence_cluster_tile<WPT, false>(p); \
+        }                                             \
+    } while (0)
 // The one- and two-window kernels store exact outputs only: out_tf32 is refused (a trap; the
 // host never sets it for them, launch/recurrence_cluster.rs), so that their latency-bound step
 // loops carry no rounding (H200 session 14: a rounding select in their writer warps cost 2.6 %
@@ -1123,7 +1184,11 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         if (p.out_tf32 != 0u) {         \
             asm volatile("trap;");      \
         }                               \
-        bl_recurrence_cluster<S, W>(p); \
+        if (p.fast_gates != 0u) {        \
+            bl_recurrence_cluster<S, W, true>(p); \
+        } else {                         \
+            bl_recurrence_cluster<S, W, false>(p); \
+        }                                \
     } while (0)
 #else
 // Before sm_90 there are no thread-block clusters: the entries trap (the plan never picks them).

@@ -13,7 +13,7 @@
 //   then two hidden vectors of BILSTM_HIDDEN floats, then one step's BILSTM_GATE_ROWS
 //   projection floats), which the host first allows with
 //   cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES). No static shared memory.
-// - Parameters: bl_recurrence_resident_params (80 bytes), mirrored by
+// - Parameters: bl_recurrence_resident_params (88 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceResidentParams.
 // - Preconditions: for d = 0, 1: proj[d] holds batch * frames * BILSTM_GATE_ROWS floats of
 //   direction d (row = window * frames + frame, packed gate columns unit * 4 + gate);
@@ -26,6 +26,9 @@
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal recurrence_wide.cu's and recurrence_tiled.cu's; the dot-product tree is
 //   realised by a transpose-reduce over the 16 chain lanes of a half-warp (below).
+//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
+//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
+//   projection is a TF32 tile (ProjectionTile::tf32_gates).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_WARP_THREADS,
 //   BILSTM_RESIDENT_THREADS, BILSTM_RESIDENT_CHAINS_PER_THREAD, BILSTM_RESIDENT_R_SHARED_BYTES,
 //   BILSTM_RESIDENT_SHARED_BYTES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS.
@@ -82,8 +85,11 @@ struct bl_recurrence_resident_params {
     // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
     float* state_h;
     float* state_c;
+    // Nonzero: TF32 mode's gate activations (numerics.cuh section 7), zero: FP32 mode's.
+    bl_u32 fast_gates;
+    bl_u32 reserved;
 };
-static_assert(sizeof(bl_recurrence_resident_params) == 80,
+static_assert(sizeof(bl_recurrence_resident_params) == 88,
               "mirrors bilstm_kernels::params::RecurrenceResidentParams");
 
 constexpr int BL_RES_THREADS = BILSTM_RESIDENT_THREADS;
@@ -180,8 +186,8 @@ __device__ __forceinline__ float bl_res_pair(const float (&w)[BL_RES_TERMS], con
     return even + odd;
 }
 
-extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
-    bilstm_recurrence_resident(const bl_recurrence_resident_params p) {
+template <bool FAST>
+__device__ __forceinline__ void bl_recurrence_resident(const bl_recurrence_resident_params& p) {
     extern __shared__ __align__(16) float bl_res_shared[];
     float4* r_s = reinterpret_cast<float4*>(bl_res_shared);
     float* h_s = bl_res_shared + BILSTM_RESIDENT_R_SHARED_BYTES / (int)sizeof(float);
@@ -301,10 +307,10 @@ extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
         if (cell_lane) {
             const float4 bias = __ldg(bias_at);
             const float4 gates_in = bl_res_take_proj(&p_s[unit], gates_src);
-            const float h = bl_lstm_cell(bl_preactivation(gates_in.x, dot_i, bias.x),
-                                         bl_preactivation(gates_in.y, dot_f, bias.y),
-                                         bl_preactivation(gates_in.z, dot_g, bias.z),
-                                         bl_preactivation(gates_in.w, dot_o, bias.w), &c);
+            const float h = bl_lstm_cell_g<FAST>(bl_preactivation(gates_in.x, dot_i, bias.x),
+                                                 bl_preactivation(gates_in.y, dot_f, bias.y),
+                                                 bl_preactivation(gates_in.z, dot_g, bias.z),
+                                                 bl_preactivation(gates_in.w, dot_o, bias.w), &c);
             h_s[(step & 1) * BILSTM_HIDDEN + unit] = h;
             p.out[(window_row + frame) * (2 * BILSTM_HIDDEN) + out_column] = h;
             if (step + 1 == frames) {
@@ -312,5 +318,15 @@ extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
             }
         }
         __syncthreads();
+    }
+}
+
+// The gate activations are picked once (fast_gates), so the step loop carries no select.
+extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
+    bilstm_recurrence_resident(const bl_recurrence_resident_params p) {
+    if (p.fast_gates != 0u) {
+        bl_recurrence_resident<true>(p);
+    } else {
+        bl_recurrence_resident<false>(p);
     }
 }

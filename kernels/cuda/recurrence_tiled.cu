@@ -35,6 +35,9 @@
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal recurrence_wide.cu's and recurrence_resident.cu's; the dot-product tree is
 //   realised by the same transpose-reduce as the wide kernel's 8-window tiles (below).
+//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
+//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
+//   projection is a TF32 tile (ProjectionTile::tf32_gates).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_BLOCK_THREADS,
 //   BILSTM_WARP_THREADS, BILSTM_TILED_WINDOWS, BILSTM_TILED_BLOCKS_PER_TILE,
 //   BILSTM_TILED_UNITS_PER_BLOCK, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS,
@@ -106,12 +109,9 @@ static_assert(BL_TILED_UPB * BILSTM_TILED_BLOCKS_PER_TILE == BILSTM_HIDDEN, "blo
 static_assert(BL_TILED_TH * BILSTM_HIDDEN % BILSTM_BLOCK_THREADS == 0, "the load phase splits evenly");
 static_assert(BL_TILED_H_STRIDE % 4 == 0, "float4 rows");
 
-extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
-    bilstm_recurrence_tiled(const bl_recurrence_coop_params p) {
-    __shared__ __align__(16) float h_s[2][BL_TILED_TH][BL_TILED_H_STRIDE];
-    if ((int)blockIdx.x == p.stall_block || p.tile_height != (bl_u32)BL_TILED_TH) {
-        return;
-    }
+template <bool FAST>
+__device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_params& p,
+                                                    float (&h_s)[2][BL_TILED_TH][BL_TILED_H_STRIDE]) {
     const int tid = threadIdx.x;
     const int warp = tid / BILSTM_WARP_THREADS;
     const int lane = tid % BILSTM_WARP_THREADS;
@@ -182,7 +182,21 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
             dots = make_float4(half ? recv0 : acc[0][0], half ? acc[2][0] : recv0,
                                half ? recv1 : acc[1][0], half ? acc[3][0] : recv1);
         }
-        bl_coop_cell(p, b, step, row, own_unit, own_unit_in_block, (bl_u32)own, gates_in, dots, bias, c,
-                     stores);
+        bl_coop_cell<FAST>(p, b, step, row, own_unit, own_unit_in_block, (bl_u32)own, gates_in, dots, bias, c,
+                           stores);
+    }
+}
+
+// The gate activations are picked once (fast_gates), so the step loop carries no select.
+extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
+    bilstm_recurrence_tiled(const bl_recurrence_coop_params p) {
+    __shared__ __align__(16) float h_s[2][BL_TILED_TH][BL_TILED_H_STRIDE];
+    if ((int)blockIdx.x == p.stall_block || p.tile_height != (bl_u32)BL_TILED_TH) {
+        return;
+    }
+    if (p.fast_gates != 0u) {
+        bl_recurrence_tiled<true>(p, h_s);
+    } else {
+        bl_recurrence_tiled<false>(p, h_s);
     }
 }

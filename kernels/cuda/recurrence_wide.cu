@@ -33,6 +33,9 @@
 //   outputs of this launch are unspecified.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel; see the
 //   dot-product tree below for how the shuffles realise the fixed pairwise tree.
+//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
+//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
+//   projection is a TF32 tile (ProjectionTile::tf32_gates).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_BLOCK_THREADS,
 //   BILSTM_WARP_THREADS, BILSTM_WIDE_BLOCKS_PER_TILE, BILSTM_WIDE_UNITS_PER_BLOCK,
 //   BILSTM_WIDE_MAX_TILE_HEIGHT, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS,
@@ -136,7 +139,7 @@ __device__ __forceinline__ float4 bl_wide_gather(int half, float mine0, float mi
 }
 
 // The general path: a tile of TH windows, TH of them staged and computed each step.
-template <int TH>
+template <int TH, bool FAST>
 __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_params& p, const bl_coop_block& b,
                                                    float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
     static_assert(TH * BILSTM_HIDDEN % BILSTM_BLOCK_THREADS == 0, "the load phase splits evenly");
@@ -201,13 +204,14 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_para
                 dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
             }
         }
-        bl_coop_cell(p, b, step, row, unit, (bl_u32)warp, (bl_u32)own, gates_in, dots, bias, c, stores);
+        bl_coop_cell<FAST>(p, b, step, row, unit, (bl_u32)warp, (bl_u32)own, gates_in, dots, bias, c, stores);
     }
 }
 
 // The one-window path: the tile's first window is its only existing one (valid_windows == 1).
 // Same dots, tree and cell as the general path (see the thread mapping above), for window 0
 // only; lane 0 of each warp owns the cell of (unit, window 0).
+template <bool FAST>
 __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_params& p, const bl_coop_block& b,
                                                        float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
     const int tid = threadIdx.x;
@@ -251,8 +255,29 @@ __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_
             dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
         }
         if (owner) {
-            bl_coop_cell(p, b, step, row, unit, (bl_u32)warp, 0u, gates_in, dots, bias, c, true);
+            bl_coop_cell<FAST>(p, b, step, row, unit, (bl_u32)warp, 0u, gates_in, dots, bias, c, true);
         }
+    }
+}
+
+// The path for the tile's windows, with the gate activations FAST picks (once, at entry).
+template <bool FAST>
+__device__ __forceinline__ void bl_recurrence_wide_paths(const bl_recurrence_coop_params& p, const bl_coop_block& b,
+                                                         float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
+    if (b.valid_windows == 1u) {
+        bl_recurrence_wide_one<FAST>(p, b, h_s);
+        return;
+    }
+    switch (p.tile_height) {
+        case 8:
+            bl_recurrence_wide<8, FAST>(p, b, h_s);
+            break;
+        case 16:
+            bl_recurrence_wide<16, FAST>(p, b, h_s);
+            break;
+        default:
+            bl_recurrence_wide<32, FAST>(p, b, h_s);
+            break;
     }
 }
 
@@ -266,19 +291,9 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS)
         return;
     }
     const bl_coop_block b = bl_coop_block_of<BILSTM_WIDE_BLOCKS_PER_TILE, BL_WIDE_UPB>(p);
-    if (b.valid_windows == 1u) {
-        bl_recurrence_wide_one(p, b, h_s);
-        return;
-    }
-    switch (p.tile_height) {
-        case 8:
-            bl_recurrence_wide<8>(p, b, h_s);
-            break;
-        case 16:
-            bl_recurrence_wide<16>(p, b, h_s);
-            break;
-        default:
-            bl_recurrence_wide<32>(p, b, h_s);
-            break;
+    if (p.fast_gates != 0u) {
+        bl_recurrence_wide_paths<true>(p, b, h_s);
+    } else {
+        bl_recurrence_wide_paths<false>(p, b, h_s);
     }
 }

@@ -58,15 +58,16 @@ pub enum KernelId {
     /// per pair of windows and direction, R in registers (compute capability 9.0 and later).
     RecurrenceCluster2W2,
     /// `bilstm_recurrence_cluster2w4` (`recurrence_cluster.cu`): 2-CTA thread-block clusters per
-    /// tile of 4 windows and direction, R transposed in shared memory (compute capability 9.0
-    /// and later).
+    /// tile of 4 windows and direction, R in registers (the register quads; compute capability
+    /// 9.0 and later).
     RecurrenceCluster2W4,
     /// `bilstm_recurrence_cluster2w8` (`recurrence_cluster.cu`): 2-CTA thread-block clusters per
-    /// tile of 8 windows and direction, R transposed in shared memory (compute capability 9.0
-    /// and later).
+    /// tile of 8 windows and direction, R in registers (the register quads; compute capability
+    /// 9.0 and later).
     RecurrenceCluster2W8,
-    /// `bilstm_recurrence_cluster2w16` (`recurrence_cluster.cu`): as `RecurrenceCluster2W8` with
-    /// tiles of 16 windows.
+    /// `bilstm_recurrence_cluster2w16` (`recurrence_cluster.cu`): 2-CTA thread-block clusters
+    /// per tile of 16 windows and direction, R transposed in shared memory (compute capability
+    /// 9.0 and later).
     RecurrenceCluster2W16,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).

@@ -99,8 +99,8 @@ pub struct RecurrenceCoopParams {
     pub direction_stride: u32,
     /// Test-only fault injection: this block index returns at once (`-1`: none).
     pub stall_block: i32,
-    /// Padding; zero.
-    pub reserved: u32,
+    /// Nonzero: TF32 mode's gate activations (`numerics.cuh` section 7), zero: FP32 mode's.
+    pub fast_gates: u32,
     /// `float*` or 0: this layer's final hidden states `[2, batch, 128]` (direction-major: the
     /// layer's block of `h_n`), written by the cell lanes at their last step; 0 writes none.
     pub state_h: u64,
@@ -132,8 +132,12 @@ pub struct RecurrenceResidentParams {
     pub state_h: u64,
     /// `float*` or 0: this layer's final cell states, laid out as `state_h`.
     pub state_c: u64,
+    /// Nonzero: TF32 mode's gate activations (`numerics.cuh` section 7), zero: FP32 mode's.
+    pub fast_gates: u32,
+    /// Zero.
+    pub reserved: u32,
 }
-const _: () = assert!(size_of::<RecurrenceResidentParams>() == 80);
+const _: () = assert!(size_of::<RecurrenceResidentParams>() == 88);
 
 /// Parameters of `bilstm_recurrence_cluster2` and `bilstm_recurrence_cluster4`
 /// (`bl_recurrence_cluster_params` in `recurrence_cluster.cu`).
@@ -173,8 +177,8 @@ pub struct RecurrenceClusterParams {
     /// Nonzero: outputs stored rounded to TF32 (`bl_output_value`; the register-quad and
     /// 16-window kernels only, the others refuse it); the final states exact.
     pub out_tf32: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// Nonzero: TF32 mode's gate activations (`numerics.cuh` section 7), zero: FP32 mode's.
+    pub fast_gates: u32,
 }
 const _: () = assert!(size_of::<RecurrenceClusterParams>() == 120);
 
@@ -264,7 +268,7 @@ mod tests {
             offset_of!(RecurrenceCoopParams, tile_stride),
             offset_of!(RecurrenceCoopParams, direction_stride),
             offset_of!(RecurrenceCoopParams, stall_block),
-            offset_of!(RecurrenceCoopParams, reserved),
+            offset_of!(RecurrenceCoopParams, fast_gates),
         ];
         assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100]);
         assert_eq!(offset_of!(RecurrenceCoopParams, state_h), 104);
@@ -311,7 +315,7 @@ mod tests {
             ("bl_u32", "tile_stride"),
             ("bl_u32", "direction_stride"),
             ("int", "stall_block"),
-            ("bl_u32", "reserved"),
+            ("bl_u32", "fast_gates"),
             ("float*", "state_h"),
             ("float*", "state_c"),
         ];
@@ -336,6 +340,8 @@ mod tests {
         assert_eq!(offset_of!(RecurrenceResidentParams, frames), 60);
         assert_eq!(offset_of!(RecurrenceResidentParams, state_h), 64);
         assert_eq!(offset_of!(RecurrenceResidentParams, state_c), 72);
+        assert_eq!(offset_of!(RecurrenceResidentParams, fast_gates), 80);
+        assert_eq!(offset_of!(RecurrenceResidentParams, reserved), 84);
     }
 
     #[test]
@@ -357,7 +363,7 @@ mod tests {
         ];
         assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84, 88, 96, 104]);
         assert_eq!(offset_of!(RecurrenceClusterParams, out_tf32), 112);
-        assert_eq!(offset_of!(RecurrenceClusterParams, reserved), 116);
+        assert_eq!(offset_of!(RecurrenceClusterParams, fast_gates), 116);
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub(crate) struct CoopArgs {
     pub stall_block: Option<u32>,
     /// Where this layer's final states go (`None`: nowhere).
     pub state: Option<StateSpans>,
+    /// TF32 mode's gate activations (`numerics.cuh` section 7), else FP32 mode's.
+    pub fast_gates: bool,
 }
 
 /// The checked values both kernels' parameter structs are built from, narrowed to the
@@ -191,7 +193,7 @@ impl CoopChecked {
             tile_stride: self.tile_stride,
             direction_stride: self.direction_stride,
             stall_block: self.stall_block,
-            reserved: 0,
+            fast_gates: u32::from(args.fast_gates),
             state_h: self.state.0,
             state_c: self.state.1,
         })

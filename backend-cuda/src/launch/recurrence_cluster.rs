@@ -17,7 +17,7 @@ use crate::error::CudaError;
 
 // SAFETY: `RecurrenceClusterParams` is `#[repr(C)]`, `Copy`, holds only integers (device
 // addresses as u64), and its layout equals `bl_recurrence_cluster_params` in
-// kernels/cuda/recurrence_cluster.cu (size asserted on both sides: 112 bytes; offsets pinned by
+// kernels/cuda/recurrence_cluster.cu (size asserted on both sides: 120 bytes; offsets pinned by
 // bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceClusterParams> {}
 
@@ -55,6 +55,9 @@ pub(crate) struct ClusterArgs {
     /// Store the outputs rounded to TF32 (the next layer's projection reads them as stored);
     /// kernels of at least [`QUAD_MIN_WINDOWS`] windows a cluster only.
     pub out_tf32: bool,
+    /// TF32 mode's gate activations (`numerics.cuh` section 7; [`crate::pass`] sets it where
+    /// the pass's projection is a TF32 tile), else FP32 mode's.
+    pub fast_gates: bool,
 }
 
 /// The fewest windows a cluster of the kernels that can store TF32 outputs
@@ -162,7 +165,7 @@ pub(crate) fn check(
         state_c,
         progress,
         out_tf32: u32::from(args.out_tf32),
-        reserved: 0,
+        fast_gates: u32::from(args.fast_gates),
     };
     Ok((params, grid))
 }
@@ -317,6 +320,7 @@ mod tests {
             state: None,
             progress: None,
             out_tf32: false,
+            fast_gates: false,
         }
     }
 
@@ -325,7 +329,7 @@ mod tests {
         let (p, grid) = check(&RECURRENCE_CLUSTER4, &args()).unwrap();
         assert_eq!(grid, 33 * 2 * 4);
         assert_eq!((p.batch, p.frames, p.layer, p.stall_cta), (33, 589, 2, -1));
-        assert_eq!((p.out_tf32, p.reserved), (0, 0));
+        assert_eq!((p.out_tf32, p.fast_gates), (0, 0));
         let (p, grid) = check(&RECURRENCE_CLUSTER2, &args()).unwrap();
         assert_eq!(grid, 33 * 2 * 2);
         assert_eq!(p.batch, 33);
@@ -342,6 +346,23 @@ mod tests {
             len: 66,
         });
         assert_eq!(check(&RECURRENCE_CLUSTER2, &a).unwrap().0.progress, 1 << 22);
+    }
+
+    #[test]
+    fn every_cluster_kernel_takes_tf32_gates() {
+        let mut a = args();
+        a.fast_gates = true;
+        for k in [
+            &RECURRENCE_CLUSTER2,
+            &RECURRENCE_CLUSTER4,
+            &RECURRENCE_CLUSTER2W2,
+            &RECURRENCE_CLUSTER2W4,
+            &RECURRENCE_CLUSTER2W8,
+            &RECURRENCE_CLUSTER2W16,
+        ] {
+            let (p, _) = check(k, &a).unwrap();
+            assert_eq!((p.fast_gates, p.out_tf32), (1, 0), "{}", k.entry);
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub(crate) const KERNEL: &str = "bilstm_recurrence_resident";
 
 // SAFETY: `RecurrenceResidentParams` is `#[repr(C)]`, `Copy`, holds only integers (device
 // addresses as u64), and its layout equals `bl_recurrence_resident_params` in
-// kernels/cuda/recurrence_resident.cu (size asserted on both sides: 80 bytes; offsets pinned by
+// kernels/cuda/recurrence_resident.cu (size asserted on both sides: 88 bytes; offsets pinned by
 // bilstm_kernels' params tests). `KernelArg` is `repr(transparent)`, so it has the same layout.
 unsafe impl DeviceRepr for KernelArg<RecurrenceResidentParams> {}
 
@@ -38,6 +38,8 @@ pub(crate) struct ResidentArgs {
     pub blocks_per_sm: u32,
     /// Where this layer's final states go (`None`: nowhere).
     pub state: Option<StateSpans>,
+    /// TF32 mode's gate activations (`numerics.cuh` section 7), else FP32 mode's.
+    pub fast_gates: bool,
 }
 
 /// Checks `args` against the kernel's launch contract and builds its parameters and grid.
@@ -81,6 +83,8 @@ pub(crate) fn check(args: &ResidentArgs) -> Result<(RecurrenceResidentParams, u3
         frames,
         state_h,
         state_c,
+        fast_gates: u32::from(args.fast_gates),
+        reserved: 0,
     };
     Ok((params, grid))
 }
@@ -134,6 +138,7 @@ mod tests {
             frames: 589,
             blocks_per_sm: 1,
             state: None,
+            fast_gates: false,
         }
     }
 
@@ -141,7 +146,10 @@ mod tests {
     fn a_valid_launch_builds_matching_params() {
         let (p, grid) = check(&args()).unwrap();
         assert_eq!(grid, 66);
-        assert_eq!((p.batch, p.frames), (33, 589));
+        assert_eq!((p.batch, p.frames, p.fast_gates), (33, 589, 0));
+        let mut a = args();
+        a.fast_gates = true;
+        assert_eq!(check(&a).unwrap().0.fast_gates, 1);
         assert_eq!(p.proj, [1 << 21, 1 << 21]);
     }
 
