@@ -336,14 +336,18 @@ if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; the
 fi
 # ncuquad (not in the default run): the register-quad recurrence (bilstm_recurrence_cluster2w8)
 # at batch 256, layer 1: issue activity, stall reasons per issued instruction, instructions by
-# pipe, and the speed-of-light section (bench/NOTES.md, session 10).
+# pipe, and the speed-of-light section (bench/NOTES.md, session 10), once per math mode in
+# NCU_MATHS (fp32; "fp32 tf32" for both: TF32 mode's gate activations differ).
 if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; then
     ncu_bin="$(command -v ncu || echo "$cuda_bin/ncu")"
-    run_group ncuquad 200 'stalled|Duration|Throughput|issue_active|inst_executed' bash -c "
-        '$ncu_bin' --clock-control none --kernel-name bilstm_recurrence_cluster2w8 --launch-skip 1 --launch-count 1 \\
-            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_alu.sum,smsp__inst_executed_pipe_lsu.sum' \\
-            --section SpeedOfLight \\
-            '$bin/bench' --batches 256 --kinds auto --tiles auto --maths fp32 --iters 1 --warmup 0 --no-graph"
+    run_group ncuquad 200 'stalled|Duration|Throughput|issue_active|inst_executed|^math' bash -c "
+        for m in ${NCU_MATHS:-fp32}; do
+            echo \"math \$m\"
+            '$ncu_bin' --clock-control none --kernel-name bilstm_recurrence_cluster2w8 --launch-skip 1 --launch-count 1 \\
+                --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_alu.sum,smsp__inst_executed_pipe_lsu.sum' \\
+                --section SpeedOfLight \\
+                '$bin/bench' --batches 256 --kinds auto --tiles auto --maths \$m --iters 1 --warmup 0 --no-graph
+        done"
 fi
 # hosttrace (not in the default run; BILSTM_RUN_ONLY="hosttrace ..."): where an unsplit host
 # pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
