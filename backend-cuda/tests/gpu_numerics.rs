@@ -175,38 +175,61 @@ fn recurrence_kernels_round_without_cvt() {
     }
 }
 
+/// A sweep kernel compiled for GPU 0 and loaded, with the launch shape both sweeps use (8
+/// blocks of 256 threads an SM, grid-stride over the 2^32 patterns).
+struct Sweep {
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    function: cudarc::driver::CudaFunction,
+    config: LaunchConfig,
+    /// `sm_XY`, for the report.
+    arch: String,
+}
+
+impl Sweep {
+    fn load(source: &str, name: &str, entry: &str) -> Sweep {
+        let ctx = CudaContext::new(0).unwrap_or_else(|e| panic!("GPU tests need a CUDA GPU: {e}"));
+        let (major, minor) = ctx.compute_capability().expect("compute capability");
+        let arch = (
+            u32::try_from(major).expect("major"),
+            u32::try_from(minor).expect("minor"),
+        );
+        let ptx = compile(source, name, arch);
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .unwrap_or_else(|e| panic!("loading {name}: {e}"));
+        let function = module
+            .load_function(entry)
+            .unwrap_or_else(|e| panic!("{name}: entry {entry}: {e}"));
+        let sms = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .expect("SM count");
+        Sweep {
+            stream: ctx.default_stream(),
+            function,
+            config: LaunchConfig {
+                grid_dim: (u32::try_from(sms).expect("SMs") * 8, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            },
+            arch: format!("sm_{major}{minor}"),
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn old_and_new_gate_math_agree_on_every_float() {
-    let ctx = CudaContext::new(0).unwrap_or_else(|e| panic!("GPU tests need a CUDA GPU: {e}"));
-    let (major, minor) = ctx.compute_capability().expect("compute capability");
-    let arch = (
-        u32::try_from(major).expect("major"),
-        u32::try_from(minor).expect("minor"),
-    );
-    let ptx = compile(&sweep_source(), "numerics_sweep.cu", arch);
-    let module = ctx
-        .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-        .expect("loading the sweep");
-    let f = module.load_function(ENTRY).expect("the sweep entry");
-    let stream = ctx.default_stream();
+    let sweep = Sweep::load(&sweep_source(), "numerics_sweep.cu", ENTRY);
+    let (stream, f, cfg) = (&sweep.stream, &sweep.function, sweep.config);
     let mut counts = stream.alloc_zeros::<u64>(SLOTS.len()).expect("counts");
     let mut first = stream
         .alloc_zeros::<u32>(SLOTS.len() * FIRST)
         .expect("first mismatches");
     let mut taken = stream.alloc_zeros::<u32>(SLOTS.len()).expect("taken");
-    let sms = ctx
-        .attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )
-        .expect("SM count");
-    let cfg = LaunchConfig {
-        grid_dim: (u32::try_from(sms).expect("SMs") * 8, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let started = std::time::Instant::now();
-    let mut launch = stream.launch_builder(&f);
+    let mut launch = stream.launch_builder(f);
     launch.arg(&mut counts).arg(&mut first).arg(&mut taken);
     // SAFETY: bl_numerics_sweep(bl_u64* counts, bl_u32* first, bl_u32* taken) takes exactly
     // these three device pointers, in this order; it touches counts[0..7], first[0..7 * 8] and
@@ -217,7 +240,8 @@ fn old_and_new_gate_math_agree_on_every_float() {
     let counts = stream.clone_dtoh(&counts).expect("reading counts");
     let first = stream.clone_dtoh(&first).expect("reading first mismatches");
     eprintln!(
-        "sweep of 2^32 floats on sm_{major}{minor}: {:.2} s",
+        "sweep of 2^32 floats on {}: {:.2} s",
+        sweep.arch,
         started.elapsed().as_secs_f64()
     );
     for (slot, name) in SLOTS.iter().enumerate() {
@@ -253,36 +277,14 @@ fn old_and_new_gate_math_agree_on_every_float() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_gate_math_stays_within_its_error_on_every_float() {
-    let ctx = CudaContext::new(0).unwrap_or_else(|e| panic!("GPU tests need a CUDA GPU: {e}"));
-    let (major, minor) = ctx.compute_capability().expect("compute capability");
-    let arch = (
-        u32::try_from(major).expect("major"),
-        u32::try_from(minor).expect("minor"),
-    );
-    let ptx = compile(&gates_sweep_source(), "tf32_gates_sweep.cu", arch);
-    let module = ctx
-        .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-        .expect("loading the gate sweep");
-    let f = module
-        .load_function(GATES_ENTRY)
-        .expect("the gate sweep entry");
-    let stream = ctx.default_stream();
+    let sweep = Sweep::load(&gates_sweep_source(), "tf32_gates_sweep.cu", GATES_ENTRY);
+    let (stream, f, cfg) = (&sweep.stream, &sweep.function, sweep.config);
     let n = GATE_SLOTS.len();
     let mut max_error = stream.alloc_zeros::<u32>(n).expect("max errors");
     let mut bad = stream.alloc_zeros::<u64>(n).expect("bad counts");
     let mut first_bad = stream.alloc_zeros::<u32>(n).expect("first bad inputs");
-    let sms = ctx
-        .attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )
-        .expect("SM count");
-    let cfg = LaunchConfig {
-        grid_dim: (u32::try_from(sms).expect("SMs") * 8, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let started = std::time::Instant::now();
-    let mut launch = stream.launch_builder(&f);
+    let mut launch = stream.launch_builder(f);
     launch.arg(&mut max_error).arg(&mut bad).arg(&mut first_bad);
     // SAFETY: bl_tf32_gates_sweep(bl_u32* max_error, bl_u64* bad_counts, bl_u32* first_bad)
     // takes exactly these three device pointers, in this order, and touches indices 0..4 of each
@@ -295,7 +297,8 @@ fn tf32_gate_math_stays_within_its_error_on_every_float() {
         .clone_dtoh(&first_bad)
         .expect("reading first bad inputs");
     eprintln!(
-        "gate sweep of 2^32 floats on sm_{major}{minor}: {:.2} s",
+        "gate sweep of 2^32 floats on {}: {:.2} s",
+        sweep.arch,
         started.elapsed().as_secs_f64()
     );
     for (slot, name) in GATE_SLOTS.iter().enumerate() {

@@ -186,26 +186,27 @@ __device__ __forceinline__ float bl_preactivation(float proj, float dot, float b
     return (proj + dot) + bias;
 }
 
-// TF32 mode's sigmoid (section 7): rcp.approx.ftz(1 + ex2.approx.ftz(x * -log2 e)). Limits:
-// x = -inf or below about -88.7 gives ex2 = +inf and +0; x = +inf gives ex2 = +0 and 1; NaN
-// stays NaN.
-__device__ __forceinline__ float bl_sigmoid_fast(float x) {
+// 1 / (1 + 2^t) from the bare hardware estimates (TF32 mode's gates, section 7):
+// rcp.approx.ftz(1 + ex2.approx.ftz(t)). t = +inf (or above about 128) gives ex2 = +inf and +0;
+// t = -inf gives 1; NaN stays NaN.
+__device__ __forceinline__ float bl_rcp_one_plus_ex2(float t) {
     float e;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(__fmul_rn(x, -BL_LOG2E)));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
     float y;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(__fadd_rn(1.0f, e)));
     return y;
 }
 
-// TF32 mode's tanh (section 7): 1 - 2 / (1 + 2^(2 x log2 e)) as fma(-2, r, 1) with the bare
-// reciprocal estimate r. Limits: +inf (or x above about 44.4) gives r = +0 and 1; -inf gives
-// r = 1 and -1; 0 gives r = 0.5 and +0; NaN stays NaN.
+// TF32 mode's sigmoid (section 7): 1 / (1 + 2^(x * -log2 e)). x = -inf or below about -88.7
+// gives +0, x = +inf gives 1, NaN stays NaN.
+__device__ __forceinline__ float bl_sigmoid_fast(float x) {
+    return bl_rcp_one_plus_ex2(__fmul_rn(x, -BL_LOG2E));
+}
+
+// TF32 mode's tanh (section 7): 1 - 2 / (1 + 2^(2 x log2 e)) as fma(-2, r, 1). +inf (or x
+// above about 44.4) gives 1, -inf gives -1, 0 gives +0 (r = 0.5), NaN stays NaN.
 __device__ __forceinline__ float bl_tanh_fast(float x) {
-    float e;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(__fmul_rn(x, 2.0f * BL_LOG2E)));
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fadd_rn(1.0f, e)));
-    return __fmaf_rn(-2.0f, r, 1.0f);
+    return __fmaf_rn(-2.0f, bl_rcp_one_plus_ex2(__fmul_rn(x, 2.0f * BL_LOG2E)), 1.0f);
 }
 
 // The gate activations of a recurrence kernel: FP32 mode's (FAST = false: bl_sigmoid,

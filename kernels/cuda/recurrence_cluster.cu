@@ -307,19 +307,21 @@ __device__ __forceinline__ void bl_cl_report(bl_u32* progress, bl_u32 first_wind
     }
 }
 
-// The static shared memory of bl_recurrence_cluster<S, W, FAST>: declared here, once per W, so
-// that an entry which instantiates both gate variants still holds one copy (the contract's
-// static bytes).
+// A kernel body's static shared memory, one object of type T: declared in this function, once
+// per T, so that an entry which instantiates a body for both gate variants (FAST) still holds
+// one copy (the contract's static bytes).
+template <typename T>
+__device__ __forceinline__ T& bl_cl_static_shared() {
+    __shared__ T shared;
+    return shared;
+}
+
+// The static shared memory of bl_recurrence_cluster<S, W, FAST>.
 template <int W>
 struct __align__(16) bl_cl_shared {
     float h_s[2][W][BILSTM_HIDDEN];
     bl_u64 bar[2];
 };
-template <int W>
-__device__ __forceinline__ bl_cl_shared<W>& bl_cl_shared_of() {
-    __shared__ bl_cl_shared<W> shared;
-    return shared;
-}
 
 template <int S, int W, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluster_params& p) {
@@ -335,8 +337,8 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     // Bytes pushed into each CTA per step: one f32 per unit and window.
     constexpr bl_u32 STEP_BYTES = (bl_u32)W * BL_CL_STEP_BYTES;
 
-    auto& h_s = bl_cl_shared_of<W>().h_s;
-    auto& bar = bl_cl_shared_of<W>().bar;
+    auto& h_s = bl_cl_static_shared<bl_cl_shared<W>>().h_s;
+    auto& bar = bl_cl_static_shared<bl_cl_shared<W>>().bar;
 
     const bl_u32 rank = bl_cl_rank();
     const bl_u32 cluster = blockIdx.x / S;
@@ -574,18 +576,12 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 // reuse, the lost-partner timeout and the stall hook are the one-window kernel's. Progress: a
 // layer that writes host memory is reported once, after the last step (every CTA's stores are
 // ordered before it by the closing cluster barrier and a system-scope fence).
-// The static shared memory of bl_recurrence_cluster_tile<WPT, FAST> (one copy per WPT, as
-// bl_cl_shared).
+// The static shared memory of bl_recurrence_cluster_tile<WPT, FAST> (bl_cl_static_shared).
 template <int W>
 struct __align__(16) bl_cl_tile_shared {
     float h_t[2][BILSTM_HIDDEN][W];
     bl_u64 bar[2];
 };
-template <int W>
-__device__ __forceinline__ bl_cl_tile_shared<W>& bl_cl_tile_shared_of() {
-    __shared__ bl_cl_tile_shared<W> shared;
-    return shared;
-}
 
 template <int WPT, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_cluster_params& p) {
@@ -599,8 +595,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
     static_assert(BILSTM_DOT_CHAINS == 16 && BL_CL_TERMS == 8, "16 chains of 8 terms");
 
     extern __shared__ __align__(16) float r_t[];          // [BILSTM_HIDDEN][ROWS]
-    auto& h_t = bl_cl_tile_shared_of<W>().h_t;
-    auto& bar = bl_cl_tile_shared_of<W>().bar;
+    auto& h_t = bl_cl_static_shared<bl_cl_tile_shared<W>>().h_t;
+    auto& bar = bl_cl_static_shared<bl_cl_tile_shared<W>>().bar;
 
     const bl_u32 rank = bl_cl_rank();
     const bl_u32 cluster = blockIdx.x / S;
@@ -867,18 +863,13 @@ __device__ __forceinline__ bl_u32 bl_qd_index(bl_u32 u) {
     return (u / BL_QD_PIECE) * BL_QD_PIECE_STRIDE + u % BL_QD_PIECE;
 }
 
-// The static shared memory of bl_recurrence_cluster_quad<G, FAST> (one copy per G, as
-// bl_cl_shared): h_s[slot][quad][window in quad][padded unit]; bar[slot * G + quad].
+// The static shared memory of bl_recurrence_cluster_quad<G, FAST> (bl_cl_static_shared):
+// h_s[slot][quad][window in quad][padded unit]; bar[slot * G + quad].
 template <int G>
 struct __align__(16) bl_qd_shared {
     float h_s[2][G][4][BL_QD_H_ROW];
     bl_u64 bar[2 * G];
 };
-template <int G>
-__device__ __forceinline__ bl_qd_shared<G>& bl_qd_shared_of() {
-    __shared__ bl_qd_shared<G> shared;
-    return shared;
-}
 
 template <int G, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_cluster_params& p) {
@@ -892,8 +883,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     static_assert(BILSTM_GATE_ROWS / (S * GROUPS_PER_CTA) == ROWS, "8 rows a group");
     static_assert(ROWS == 2 * BILSTM_GATES, "two units of four gates a group");
 
-    auto& h_s = bl_qd_shared_of<G>().h_s;
-    auto& bar = bl_qd_shared_of<G>().bar;
+    auto& h_s = bl_cl_static_shared<bl_qd_shared<G>>().h_s;
+    auto& bar = bl_cl_static_shared<bl_qd_shared<G>>().bar;
 
     const bl_u32 rank = bl_cl_rank();
     const bl_u32 cluster = blockIdx.x / S;
