@@ -213,20 +213,12 @@ __device__ __forceinline__ float bl_tanh_fast(float x) {
 // bl_tanhf) or TF32 mode's (FAST = true: bl_sigmoid_fast, bl_tanh_fast).
 template <bool FAST>
 __device__ __forceinline__ float bl_gate_sigmoid(float x) {
-    if constexpr (FAST) {
-        return bl_sigmoid_fast(x);
-    } else {
-        return bl_sigmoid(x);
-    }
+    return FAST ? bl_sigmoid_fast(x) : bl_sigmoid(x);
 }
 
 template <bool FAST>
 __device__ __forceinline__ float bl_gate_tanh(float x) {
-    if constexpr (FAST) {
-        return bl_tanh_fast(x);
-    } else {
-        return bl_tanhf(x);
-    }
+    return FAST ? bl_tanh_fast(x) : bl_tanhf(x);
 }
 
 // The cell update from the four activated gates (i, f, o the sigmoid, g the tanh of their
