@@ -17,7 +17,7 @@ use bilstm_core::geometry::CLUSTER_TILE_WINDOWS;
 use bilstm_core::owned::random_input;
 use bilstm_core::plan::pipeline::HOST_CHUNK_WINDOWS;
 use bilstm_cuda::{CudaBackend, Overrides, RecurrenceKind};
-use gpu_support::{INPUT_SEED, force, prepared, run, stack};
+use gpu_support::{INPUT_SEED, force, prepared, run, run_device, stack};
 
 /// The batches compared with batch 1 (issue 14 item 5, plus 64 and 128: the plan's last
 /// one-wave batch and the CLI's file chunk).
@@ -59,18 +59,6 @@ fn each_alone(gpu: &mut CudaBackend, shape: &StackShape, all: &[f32], windows: u
         alone.extend(run(gpu, shape, &all[w * in_w..(w + 1) * in_w], 1));
     }
     alone
-}
-
-/// Runs the first `batch` windows of `all` through the device-resident forward.
-fn run_device(gpu: &mut CudaBackend, shape: &StackShape, all: &[f32], batch: usize) -> Vec<f32> {
-    let stream = gpu.stream().clone();
-    let in_len = shape.input_len(batch).expect("input length");
-    let out_len = shape.output_len(batch).expect("output length");
-    let d_in = stream.clone_htod(&all[..in_len]).expect("upload");
-    let mut d_out = stream.alloc_zeros::<f32>(out_len).expect("alloc");
-    gpu.forward_device(&d_in, batch, &mut d_out)
-        .unwrap_or_else(|e| panic!("device forward of batch {batch}: {e}"));
-    stream.clone_dtoh(&d_out).expect("download")
 }
 
 #[test]

@@ -20,7 +20,8 @@ use bilstm_core::{
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
     INPUT_SEED, assert_same_bits, cached_reference, errors, first_difference, gpu,
-    no_resident_projection_here, prepared_quads, reference, run, seed, stack, tf32_backend,
+    no_resident_projection_here, prepared_quads, reference, run, run_device, seed, stack,
+    tf32_backend,
 };
 
 fn tf32_budget() -> f64 {
@@ -452,5 +453,47 @@ fn small_tf32_pass_for_sanitizers_every_kind() {
             rel <= tf32_budget(),
             "{overrides:?}: rel L2 {rel:.3e} over the TF32 budget"
         );
+    }
+}
+
+/// Issue 14 item 5 in TF32 mode: every window of batches 33, 128, 257 and 1024 (589 frames,
+/// the plan's own kernels, device-resident so that each batch is one pass with its own plan:
+/// two-window clusters, the 4- and 8-window quads with the resident projection) has the bits it
+/// has alone at batch 1 (the one-window cluster kernel and the streaming projection).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tf32_every_window_of_a_large_batch_has_its_batch_one_bits() {
+    let shape = StackShape::pyannote();
+    let st = stack(&shape);
+    let big = 1024;
+    let all = random_input(&shape, big, INPUT_SEED + 11);
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    let mut b = tf32_backend(&st, big, Overrides::default());
+    let mut alone = Vec::with_capacity(big * out_w);
+    for w in 0..big {
+        alone.extend(run_device(
+            &mut b,
+            &shape,
+            &all[w * in_w..(w + 1) * in_w],
+            1,
+        ));
+    }
+    for batch in [33, 128, 257, 1024] {
+        let got = run_device(&mut b, &shape, &all, batch);
+        let windows = cluster_windows(&b);
+        let differ = (0..batch)
+            .filter(|&w| {
+                let (a, g) = (
+                    &alone[w * out_w..(w + 1) * out_w],
+                    &got[w * out_w..(w + 1) * out_w],
+                );
+                a.iter().zip(g).any(|(x, y)| x.to_bits() != y.to_bits())
+            })
+            .count();
+        eprintln!(
+            "TF32 batch {batch} ({windows:?} windows a cluster): {differ} of {batch} windows differ from their batch-1 bits"
+        );
+        assert_eq!(differ, 0, "TF32 batch {batch}: windows differ");
     }
 }

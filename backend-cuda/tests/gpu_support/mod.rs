@@ -142,6 +142,25 @@ pub fn run(
     out
 }
 
+/// Runs the first `batch` windows of `all` through the device-resident forward
+/// (`CudaBackend::forward_device`: one pass, planned for the whole batch, unlike the host path,
+/// which plans each of its chunks).
+pub fn run_device(
+    gpu: &mut CudaBackend,
+    shape: &StackShape,
+    all: &[f32],
+    batch: usize,
+) -> Vec<f32> {
+    let stream = gpu.stream().clone();
+    let in_len = shape.input_len(batch).expect("input length");
+    let out_len = shape.output_len(batch).expect("output length");
+    let d_in = stream.clone_htod(&all[..in_len]).expect("upload");
+    let mut d_out = stream.alloc_zeros::<f32>(out_len).expect("alloc");
+    gpu.forward_device(&d_in, batch, &mut d_out)
+        .unwrap_or_else(|e| panic!("device forward of batch {batch}: {e}"));
+    stream.clone_dtoh(&d_out).expect("download")
+}
+
 /// The f64 reference of the first `windows` windows of `input`, one window per task on all
 /// cores (windows are independent, so window `k` of any batch is the same computation).
 pub fn reference(stack: &OwnedStack, input: &[f32], windows: usize) -> Vec<f64> {
