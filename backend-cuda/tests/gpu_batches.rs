@@ -17,38 +17,11 @@ use bilstm_core::geometry::CLUSTER_TILE_WINDOWS;
 use bilstm_core::owned::random_input;
 use bilstm_core::plan::pipeline::HOST_CHUNK_WINDOWS;
 use bilstm_cuda::{CudaBackend, Overrides, RecurrenceKind};
-use gpu_support::{INPUT_SEED, force, prepared, run, run_device, stack};
+use gpu_support::{INPUT_SEED, differing_windows, force, prepared, run, run_device, stack};
 
 /// The batches compared with batch 1 (issue 14 item 5, plus 64 and 128: the plan's last
 /// one-wave batch and the CLI's file chunk).
 const BATCHES: [usize; 5] = [33, 64, 128, 257, 1024];
-
-/// Where `got`'s windows differ from `alone`'s (the same windows run one at a time): for each
-/// differing window, its index, the first differing frame and channel, and the largest
-/// absolute difference.
-fn differing_windows(alone: &[f32], got: &[f32], out_w: usize, width: usize) -> Vec<String> {
-    let mut found = Vec::new();
-    for (w, (a, g)) in alone.chunks(out_w).zip(got.chunks(out_w)).enumerate() {
-        let Some(i) = a
-            .iter()
-            .zip(g)
-            .position(|(x, y)| x.to_bits() != y.to_bits())
-        else {
-            continue;
-        };
-        let worst = a
-            .iter()
-            .zip(g)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0_f32, f32::max);
-        found.push(format!(
-            "window {w} (frame {}, channel {}, max abs {worst:.3e})",
-            i / width,
-            i % width
-        ));
-    }
-    found
-}
 
 /// The outputs of the first `windows` windows of `all`, each run alone (batch 1, the plan's
 /// kernels), one after another.

@@ -19,8 +19,8 @@ use bilstm_core::{
 };
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
-    INPUT_SEED, assert_same_bits, cached_reference, errors, first_difference, gpu,
-    no_resident_projection_here, prepared_quads, reference, run, run_device, seed, stack,
+    INPUT_SEED, assert_same_bits, cached_reference, differing_windows, errors, first_difference,
+    gpu, no_resident_projection_here, prepared_quads, reference, run, run_device, seed, stack,
     tf32_backend,
 };
 
@@ -338,6 +338,36 @@ fn small_tf32_pass_for_sanitizers_resident() {
     );
 }
 
+/// Overrides forcing each of `kinds`, then (on a GPU with 4-CTA clusters) the cluster
+/// recurrence in each `(cluster size, windows a cluster)` of `clusters`, each with its name.
+fn forced_recurrences(
+    kinds: &[RecurrenceKind],
+    clusters: &[(usize, usize)],
+) -> Vec<(String, Overrides)> {
+    let mut forced: Vec<(String, Overrides)> = kinds
+        .iter()
+        .map(|&kind| {
+            let o = Overrides {
+                recurrence: Some(kind),
+                ..Overrides::default()
+            };
+            (kind.to_string(), o)
+        })
+        .collect();
+    if gpu().device().facts.max_cluster_size >= 4 {
+        for &(size, windows) in clusters {
+            let o = Overrides {
+                recurrence: Some(RecurrenceKind::Cluster),
+                cluster_size: Some(size),
+                cluster_windows: Some(windows),
+                ..Overrides::default()
+            };
+            forced.push((format!("cluster {size}x{windows}"), o));
+        }
+    }
+    forced
+}
+
 /// TF32 mode's gate activations (`numerics.cuh` section 7) are every recurrence kernel's: with
 /// the plan's TF32 projection, every window of batch 33 (64 frames; partial last tiles and
 /// clusters) has, under each recurrence kind and window-tile forced, the bits it has run alone
@@ -359,34 +389,15 @@ fn tf32_gates_give_every_kernel_the_same_bits() {
     }
     let tile = b.last_forward().expect("summary").projection_tile;
     assert!(tile.tf32_gates(), "the plan's TF32 tile is {tile}");
-    let clusters = gpu().device().facts.max_cluster_size >= 4;
-    let mut forced: Vec<(String, Overrides)> = vec![("auto".to_string(), Overrides::default())];
-    for kind in [
-        RecurrenceKind::Wide,
-        RecurrenceKind::Tiled,
-        RecurrenceKind::Resident,
-    ] {
-        forced.push((
-            kind.to_string(),
-            Overrides {
-                recurrence: Some(kind),
-                ..Overrides::default()
-            },
-        ));
-    }
-    if clusters {
-        for (size, windows) in [(2, 1), (4, 1), (2, 2), (2, 4), (2, 8), (2, 16)] {
-            forced.push((
-                format!("cluster {size}x{windows}"),
-                Overrides {
-                    recurrence: Some(RecurrenceKind::Cluster),
-                    cluster_size: Some(size),
-                    cluster_windows: Some(windows),
-                    ..Overrides::default()
-                },
-            ));
-        }
-    }
+    let mut forced = vec![("auto".to_string(), Overrides::default())];
+    forced.extend(forced_recurrences(
+        &[
+            RecurrenceKind::Wide,
+            RecurrenceKind::Tiled,
+            RecurrenceKind::Resident,
+        ],
+        &[(2, 1), (4, 1), (2, 2), (2, 4), (2, 8), (2, 16)],
+    ));
     for (name, overrides) in forced {
         b.set_overrides(overrides)
             .unwrap_or_else(|e| panic!("forcing {name}: {e}"));
@@ -418,27 +429,11 @@ fn small_tf32_pass_for_sanitizers_every_kind() {
     let batch = 5;
     let input = random_input(&shape, batch, INPUT_SEED);
     let want = reference(&st, &input, batch);
-    let mut forced = vec![
-        Overrides {
-            recurrence: Some(RecurrenceKind::Tiled),
-            ..Overrides::default()
-        },
-        Overrides {
-            recurrence: Some(RecurrenceKind::Resident),
-            ..Overrides::default()
-        },
-    ];
-    if gpu().device().facts.max_cluster_size >= 4 {
-        for (size, windows) in [(2, 1), (4, 1), (2, 2), (2, 4), (2, 16)] {
-            forced.push(Overrides {
-                recurrence: Some(RecurrenceKind::Cluster),
-                cluster_size: Some(size),
-                cluster_windows: Some(windows),
-                ..Overrides::default()
-            });
-        }
-    }
-    for overrides in forced {
+    let forced = forced_recurrences(
+        &[RecurrenceKind::Tiled, RecurrenceKind::Resident],
+        &[(2, 1), (4, 1), (2, 2), (2, 4), (2, 16)],
+    );
+    for (_, overrides) in forced {
         let mut b = tf32_backend(&st, batch, overrides);
         let got = run(&mut b, &shape, &input, batch);
         let s = b.last_forward().expect("summary");
@@ -482,18 +477,16 @@ fn tf32_every_window_of_a_large_batch_has_its_batch_one_bits() {
     for batch in [33, 128, 257, 1024] {
         let got = run_device(&mut b, &shape, &all, batch);
         let windows = cluster_windows(&b);
-        let differ = (0..batch)
-            .filter(|&w| {
-                let (a, g) = (
-                    &alone[w * out_w..(w + 1) * out_w],
-                    &got[w * out_w..(w + 1) * out_w],
-                );
-                a.iter().zip(g).any(|(x, y)| x.to_bits() != y.to_bits())
-            })
-            .count();
+        let differ = differing_windows(&alone[..batch * out_w], &got, out_w, shape.output_width());
         eprintln!(
-            "TF32 batch {batch} ({windows:?} windows a cluster): {differ} of {batch} windows differ from their batch-1 bits"
+            "TF32 batch {batch} ({windows:?} windows a cluster): {} of {batch} windows differ from their batch-1 bits",
+            differ.len()
         );
-        assert_eq!(differ, 0, "TF32 batch {batch}: windows differ");
+        assert!(
+            differ.is_empty(),
+            "TF32 batch {batch}: {} windows differ, first {}",
+            differ.len(),
+            differ[0]
+        );
     }
 }

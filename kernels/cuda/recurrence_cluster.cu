@@ -1148,38 +1148,29 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
 }
 
-// Each entry picks its gate activations once (fast_gates: TF32 mode's, numerics.cuh section 7),
-// so that each step loop is compiled for one of them and carries no select.
-#define BL_CL_QUAD_BODY(G)                          \
-    do {                                            \
-        if (p.fast_gates != 0u) {                   \
-            bl_recurrence_cluster_quad<G, true>(p); \
-        } else {                                    \
-            bl_recurrence_cluster_quad<G, false>(p); \
-        }                                           \
+// Each entry picks its gate activations once (fast_gates: TF32 mode's, numerics.cuh section 7):
+// BODY<ARGS..., FAST>(p), so that each step loop is compiled for one of them and carries no
+// select.
+#define BL_CL_BY_GATES(BODY, ...)              \
+    do {                                       \
+        if (p.fast_gates != 0u) {              \
+            BODY<__VA_ARGS__, true>(p);        \
+        } else {                               \
+            BODY<__VA_ARGS__, false>(p);       \
+        }                                      \
     } while (0)
-#define BL_CL_TILE_BODY(WPT)                          \
-    do {                                              \
-        if (p.fast_gates != 0u) {                     \
-            bl_recurrence_cluster_tile<WPT, true>(p); \
-        } else {                                      \
-            bl_recurrence_cluster_tile<WPT, false>(p); \
-        }                                             \
-    } while (0)
+#define BL_CL_QUAD_BODY(G) BL_CL_BY_GATES(bl_recurrence_cluster_quad, G)
+#define BL_CL_TILE_BODY(WPT) BL_CL_BY_GATES(bl_recurrence_cluster_tile, WPT)
 // The one- and two-window kernels store exact outputs only: out_tf32 is refused (a trap; the
 // host never sets it for them, launch/recurrence_cluster.rs), so that their latency-bound step
 // loops carry no rounding (H200 session 14: a rounding select in their writer warps cost 2.6 %
 // at batch 1 even with out_tf32 = 0).
-#define BL_CL_ENTRY_BODY(S, W)          \
-    do {                                \
-        if (p.out_tf32 != 0u) {         \
-            asm volatile("trap;");      \
-        }                               \
-        if (p.fast_gates != 0u) {        \
-            bl_recurrence_cluster<S, W, true>(p); \
-        } else {                         \
-            bl_recurrence_cluster<S, W, false>(p); \
-        }                                \
+#define BL_CL_ENTRY_BODY(S, W)                           \
+    do {                                                 \
+        if (p.out_tf32 != 0u) {                          \
+            asm volatile("trap;");                       \
+        }                                                \
+        BL_CL_BY_GATES(bl_recurrence_cluster, S, W);     \
     } while (0)
 #else
 // Before sm_90 there are no thread-block clusters: the entries trap (the plan never picks them).

@@ -161,6 +161,33 @@ pub fn run_device(
     stream.clone_dtoh(&d_out).expect("download")
 }
 
+/// Where `got`'s windows differ from `alone`'s (the same windows run one at a time): for each
+/// differing window, its index, the first differing frame and channel, and the largest
+/// absolute difference.
+pub fn differing_windows(alone: &[f32], got: &[f32], out_w: usize, width: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    for (w, (a, g)) in alone.chunks(out_w).zip(got.chunks(out_w)).enumerate() {
+        let Some(i) = a
+            .iter()
+            .zip(g)
+            .position(|(x, y)| x.to_bits() != y.to_bits())
+        else {
+            continue;
+        };
+        let worst = a
+            .iter()
+            .zip(g)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0_f32, f32::max);
+        found.push(format!(
+            "window {w} (frame {}, channel {}, max abs {worst:.3e})",
+            i / width,
+            i % width
+        ));
+    }
+    found
+}
+
 /// The f64 reference of the first `windows` windows of `input`, one window per task on all
 /// cores (windows are independent, so window `k` of any batch is the same computation).
 pub fn reference(stack: &OwnedStack, input: &[f32], windows: usize) -> Vec<f64> {
