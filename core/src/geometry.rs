@@ -326,13 +326,20 @@ pub const EXCHANGE_ALIGN_BYTES: usize = 2 * 1024 * 1024;
 pub const DOT_CHAINS: usize = 16;
 /// Recurrent dot product: terms per chain (`HIDDEN / DOT_CHAINS`).
 pub const DOT_CHAIN_TERMS: usize = HIDDEN / DOT_CHAINS;
+/// TF32 mode's recurrent dot product: partial FMA chains per gate row (`numerics.cuh` section
+/// 8: one tree level fewer than FP32 mode's [`DOT_CHAINS`]). H200 session 19, a timing build of
+/// the 8-window quads with one 16-term chain a lane: TF32 batch 1024 21.74 ms against 22.69
+/// (64 fewer FADD a lane and step).
+pub const TF32_DOT_CHAINS: usize = 8;
+/// TF32 mode's recurrent dot product: terms per chain (`HIDDEN / TF32_DOT_CHAINS`).
+pub const TF32_DOT_CHAIN_TERMS: usize = HIDDEN / TF32_DOT_CHAINS;
 
 /// Most `-D` defines [`defines`] returns.
 pub const MAX_DEFINES: usize = 80;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 69] = [
+    let all: [(&'static str, usize); 71] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -421,6 +428,8 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_EXCHANGE_ALIGN_BYTES", EXCHANGE_ALIGN_BYTES),
         ("BILSTM_DOT_CHAINS", DOT_CHAINS),
         ("BILSTM_DOT_CHAIN_TERMS", DOT_CHAIN_TERMS),
+        ("BILSTM_TF32_DOT_CHAINS", TF32_DOT_CHAINS),
+        ("BILSTM_TF32_DOT_CHAIN_TERMS", TF32_DOT_CHAIN_TERMS),
         ("BILSTM_MAX_FEATURES", MAX_FEATURES),
         ("BILSTM_TENSOR_ALIGN_FLOATS", TENSOR_ALIGN_FLOATS),
     ];
@@ -441,6 +450,8 @@ mod tests {
         assert_eq!(WIDE_UNITS_PER_BLOCK * WIDE_BLOCKS_PER_TILE, HIDDEN);
         assert_eq!(TILED_UNITS_PER_BLOCK * TILED_BLOCKS_PER_TILE, HIDDEN);
         assert_eq!(DOT_CHAINS * DOT_CHAIN_TERMS, HIDDEN);
+        assert_eq!(TF32_DOT_CHAINS * TF32_DOT_CHAIN_TERMS, HIDDEN);
+        assert_eq!(DOT_CHAINS, 2 * TF32_DOT_CHAINS);
         assert_eq!(
             EXCHANGE_LINE_WORDS * EXCHANGE_WORD_BYTES,
             EXCHANGE_LINE_BYTES
@@ -486,7 +497,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 69);
+        assert_eq!(d.len(), 71);
         assert!(d.contains(&("BILSTM_PROJ_RES_SHARED_BYTES", 229_632)));
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));

@@ -37,6 +37,19 @@
 //    they take 5 and 6 instructions against about 17 and 30: the step loops are issue-bound
 //    (bench/NOTES.md, session 19). Every recurrence kernel computes them exactly so, so TF32
 //    mode's bits do not depend on the kernel or the batch either; FP32 mode never uses them.
+
+// 8. TF32 mode's recurrent dot product (FAST = true): BILSTM_TF32_DOT_CHAINS = 8 partial chains
+//    of BILSTM_TF32_DOT_CHAIN_TERMS = 16 terms; chain m covers k = 16m .. 16m+15 in ascending k,
+//    starting from 0.0f (bl_dot_chain<16>), and the 8 chains are summed by the fixed pairwise
+//    tree
+//        dot = ((c0+c1)+(c2+c3)) + ((c4+c5)+(c6+c7))
+//    (bl_dot_tree8): section 1's tree without its first level, whose 64 additions a lane and
+//    step were 4.5 % of the 8-window quads' issued instructions (H200 session 19, ncu: 1,436 a
+//    warp and step; a timing build with one 16-term chain a lane: TF32 batch 1024 21.74 ms
+//    against 22.69). Its rounding error is that of FP32 summation over 16 terms, far below the
+//    TF32 projections' (about 1e-3 relative). Every recurrence kernel computes TF32 mode's dot
+//    exactly so (each documents how its lanes realise the tree), so TF32 bits stay kernel- and
+//    batch-independent; FP32 mode keeps section 1.
 //
 // Issue 10 step 1 rewrote bl_expf, added bl_rcp_ftz and made bl_tanhf branch-free with the
 // same bits for every one of the 2^32 float inputs; backend-cuda/tests/numerics_reference.cuh
@@ -160,7 +173,20 @@ __device__ __forceinline__ float bl_tanhf(float x) {
     return (a < BL_TANH_POLY_LIMIT) ? poly : big;
 }
 
-// One 8-term chain of the recurrent dot product: ascending k, starting from 0.0f.
+// One N-term chain of the recurrent dot product: ascending k, starting from `start` (0.0f for
+// a chain's first terms; a kernel whose lane holds a chain's terms in two parts continues the
+// chain from the first part's value: the same FMAs in the same order).
+template <int N>
+__device__ __forceinline__ float bl_dot_chain(const float (&r)[N], const float (&h)[N], float start = 0.0f) {
+    float c = start;
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
+        c = __fmaf_rn(r[m], h[m], c);
+    }
+    return c;
+}
+
+// One 8-term chain of FP32 mode's recurrent dot product (section 1): ascending k, from 0.0f.
 __device__ __forceinline__ float bl_dot_chain8(const float r[BILSTM_DOT_CHAIN_TERMS],
                                                const float h[BILSTM_DOT_CHAIN_TERMS]) {
     float c = 0.0f;
@@ -169,6 +195,13 @@ __device__ __forceinline__ float bl_dot_chain8(const float r[BILSTM_DOT_CHAIN_TE
         c = __fmaf_rn(r[m], h[m], c);
     }
     return c;
+}
+
+// The fixed pairwise tree over TF32 mode's 8 chains (section 8), for kernels that hold all
+// chains in one thread.
+__device__ __forceinline__ float bl_dot_tree8(const float c[BILSTM_TF32_DOT_CHAINS]) {
+    static_assert(BILSTM_TF32_DOT_CHAINS == 8, "the documented tree has 8 leaves");
+    return ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
 }
 
 // The fixed pairwise tree over the 16 chains, for kernels that hold all chains in one thread.

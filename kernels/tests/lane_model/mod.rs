@@ -16,6 +16,16 @@ pub fn tree16(c: &[f32; 16]) -> f32 {
     (p0 + p1) + (p2 + p3)
 }
 
+/// `bl_dot_tree8`: TF32 mode's fixed pairwise tree over 8 chains (`numerics.cuh` section 8).
+pub fn tree8(c: &[f32; 8]) -> f32 {
+    ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]))
+}
+
+/// `bl_dot_chain<N>`: one ascending FMA chain over `r`, `h`, from `start`.
+pub fn chain(r: &[f32], h: &[f32], start: f32) -> f32 {
+    r.iter().zip(h).fold(start, |c, (a, b)| a.mul_add(*b, c))
+}
+
 /// `__shfl_xor_sync` over a warp: lane `l` gets `v[l ^ offset]`.
 pub fn shfl_xor(v: &[f32; LANES], offset: usize) -> [f32; LANES] {
     std::array::from_fn(|l| v[l ^ offset])
