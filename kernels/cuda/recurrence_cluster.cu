@@ -55,15 +55,16 @@
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal the wide, tiled and resident kernels'; the dot-product tree is realised by
 //   the shuffle levels below.
-//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
-//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
-//   projection is a TF32 tile (ProjectionTile::tf32_gates).
+//   With fast_gates = 0 FP32 mode's dot (section 1) and gate activations (sections 3-5); else
+//   TF32 mode's (sections 8 and 7), picked once at entry; the host sets fast_gates where the
+//   pass's projection is a TF32 tile (ProjectionTile::tf32_gates).
 // - Test hook: stall_cta >= 0 names a CTA (blockIdx.x) of layer `layer` that never publishes its
 //   hidden values, so its partners must time out; -1 in production.
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_CLUSTER_THREADS,
 //   BILSTM_CLUSTER_GROUP_LANES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS, BILSTM_WARP_THREADS.
 //
-// Thread mapping (S CTAs of 256 threads; the numbers below are what the defines give):
+// Thread mapping of the one- and two-window kernels (S CTAs of 256 threads; the numbers below are
+// what the defines give; FP32 mode first, TF32 mode's differences after it):
 // - a row group is 16 consecutive threads (half a warp); the cluster's 16 S groups split the 512
 //   packed gate rows: group g = rank * 16 + threadIdx.x / 16 owns rows ROWS g .. ROWS g + ROWS -
 //   1 with ROWS = 512 / (16 S) (16 for S = 2, 8 for S = 4), i.e. units ROWS/4 g .. ;
@@ -82,6 +83,13 @@
 //   commutative, so the operand order inside each + is irrelevant). Afterwards lane j holds the
 //   full dot of row rev_L(j) (its L = log2(ROWS) low bits reversed): gate 2 b_{L-2} + b_{L-1},
 //   unit rev_{L-2}(j mod ROWS/4) of the group; kernels/tests/cluster_mapping.rs replays this;
+// - TF32 mode (section 8's 8 chains of 16 terms): a row group is 8 consecutive threads, the
+//   cluster's 32 S groups own ROWS = 512 / (32 S) rows each (8 for S = 2, 4 for S = 4), lane j
+//   holds chain j (terms k = 16j .. 16j+15) of each (ROWS x 16 floats: the same 128 or 64
+//   registers) and reads h[16j .. 16j+15] (four float4); the reduce has the lane offsets 1, 2, 4
+//   only: transpose levels while rows remain (offsets 1, 2, 4 for S = 2; 1, 2 then a butterfly at
+//   offset 4 for S = 4), i.e. ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)); the rest (row order, cell
+//   lanes, gate offsets) follows from the same formulas with these ROWS and L;
 // - the cell lanes j < ROWS/4 hold gate i of their unit and take f, g, o from lanes j ^ 2^(L-1),
 //   j ^ 2^(L-2) and j ^ (2^(L-1) + 2^(L-2)) by shuffles; they keep the cell state c, the packed
 //   bias (a float4) and the next step's projection (loaded one step ahead) in registers;
@@ -143,14 +151,11 @@ static_assert(sizeof(bl_recurrence_cluster_params) == 120,
               "mirrors bilstm_kernels::params::RecurrenceClusterParams");
 
 constexpr int BL_CL_THREADS = BILSTM_CLUSTER_THREADS;
-constexpr int BL_CL_LANES = BILSTM_CLUSTER_GROUP_LANES;
-constexpr int BL_CL_GROUPS_PER_CTA = BL_CL_THREADS / BL_CL_LANES;
 constexpr int BL_CL_TERMS = BILSTM_DOT_CHAIN_TERMS;
 // Bytes pushed into each CTA per step: one f32 per unit.
 constexpr bl_u32 BL_CL_STEP_BYTES = BILSTM_HIDDEN * (bl_u32)sizeof(float);
 
-static_assert(BL_CL_LANES == BILSTM_DOT_CHAINS, "lane j holds chain j");
-static_assert(BL_CL_LANES == 16, "four lane levels (offsets 1, 2, 4, 8) finish the tree");
+static_assert(BILSTM_CLUSTER_GROUP_LANES == BILSTM_DOT_CHAINS, "FP32 mode's row groups: lane j holds chain j");
 static_assert(BL_CL_TERMS == 8, "a chain is two float4 of h");
 static_assert(BL_CL_THREADS % BILSTM_WARP_THREADS == 0, "whole warps");
 static_assert(BILSTM_GATES == 4, "gates i, f, g, o");
@@ -244,20 +249,20 @@ __device__ __forceinline__ void bl_cl_reduce_level(float (&v)[ROWS]) {
     }
 }
 
-// Chain `lane` (terms 8 lane .. 8 lane + 7) of packed row `row` of R into registers.
-__device__ __forceinline__ void bl_cl_load_chain(float (&ri)[BL_CL_TERMS], const float* recurrent, bl_u32 row,
-                                                 int lane) {
-    const float4* src = reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * BL_CL_TERMS);
-    const float4 a = __ldg(src);
-    const float4 b = __ldg(src + 1);
-    ri[0] = a.x;
-    ri[1] = a.y;
-    ri[2] = a.z;
-    ri[3] = a.w;
-    ri[4] = b.x;
-    ri[5] = b.y;
-    ri[6] = b.z;
-    ri[7] = b.w;
+// Chain `lane` of TERMS terms (k = TERMS lane .. TERMS lane + TERMS - 1) of packed row `row` of R
+// into registers.
+template <int TERMS>
+__device__ __forceinline__ void bl_cl_load_chain(float (&ri)[TERMS], const float* recurrent, bl_u32 row, int lane) {
+    static_assert(TERMS % 4 == 0, "whole float4");
+    const float4* src = reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + lane * TERMS);
+#pragma unroll
+    for (int q = 0; q < TERMS / 4; ++q) {
+        const float4 a = __ldg(src + q);
+        ri[4 * q + 0] = a.x;
+        ri[4 * q + 1] = a.y;
+        ri[4 * q + 2] = a.z;
+        ri[4 * q + 3] = a.w;
+    }
 }
 
 // The one progress report of the kernels that report only the end (the quads and the window
@@ -323,13 +328,32 @@ struct __align__(16) bl_cl_shared {
     bl_u64 bar[2];
 };
 
+// One lane level of the one-window kernels' reduce (lane offset OFFSET) over the N rows still
+// live: a transpose-reduce level (bl_cl_reduce_level) while N >= 2, else a butterfly of the
+// single value (both lanes get the sum: the groups' halves hold the same rows).
+template <int ROWS, int N, int OFFSET>
+__device__ __forceinline__ void bl_cl_lane_level(float (&v)[ROWS]) {
+    if constexpr (N >= 2) {
+        bl_cl_reduce_level<ROWS, N, OFFSET>(v);
+    } else {
+        v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], OFFSET);
+    }
+}
+
 template <int S, int W, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluster_params& p) {
-    constexpr int ROWS = BILSTM_GATE_ROWS / (S * BL_CL_GROUPS_PER_CTA);
-    constexpr int LEVELS = ROWS == 16 ? 4 : 3;
+    // A row group's lanes hold one chain each: FP32 mode's 16 chains of 8 terms (numerics.cuh
+    // section 1) or TF32 mode's 8 of 16 (section 8).
+    constexpr int LANES = FAST ? BILSTM_TF32_DOT_CHAINS : BILSTM_DOT_CHAINS;
+    constexpr int TERMS = BILSTM_HIDDEN / LANES;
+    constexpr int GROUPS_PER_CTA = BL_CL_THREADS / LANES;
+    constexpr int ROWS = BILSTM_GATE_ROWS / (S * GROUPS_PER_CTA);
+    constexpr int LEVELS = ROWS == 16 ? 4 : (ROWS == 8 ? 3 : 2);
     constexpr int UNITS_PER_GROUP = ROWS / BILSTM_GATES;
-    static_assert(ROWS == 16 || ROWS == 8, "cluster sizes 2 and 4");
-    static_assert((1 << LEVELS) == ROWS, "one transpose level per halving of the rows");
+    static_assert(LANES == 16 || LANES == 8, "one lane level per halving of the chains: offsets 1 .. LANES / 2");
+    static_assert(ROWS == 16 || ROWS == 8 || ROWS == 4, "cluster sizes 2 and 4");
+    static_assert((1 << LEVELS) == ROWS && ROWS <= LANES, "one transpose level per halving of the rows");
+    static_assert(TERMS % 4 == 0, "a chain is whole float4 of h");
     static_assert(W >= 1 && W <= 4, "windows per cluster");
     // Lane offsets of gates f and g from the cell lane (which holds gate i).
     constexpr int F_OFFSET = 1 << (LEVELS - 1);
@@ -351,11 +375,11 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     // divide the batch) compute a copy of the last real window and write nothing.
     const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
     const int tid = threadIdx.x;
-    const int lane = tid % BL_CL_LANES;
+    const int lane = tid % LANES;
     const int lane32 = tid % BILSTM_WARP_THREADS;
     // Warp 0 of the rank-0 CTA writes the output (see the thread mapping).
     const bool writer = rank == 0u && tid < BILSTM_WARP_THREADS;
-    const bl_u32 group = rank * BL_CL_GROUPS_PER_CTA + tid / BL_CL_LANES;
+    const bl_u32 group = rank * GROUPS_PER_CTA + tid / LANES;
     const bl_u32 frames = p.frames;
     const bool stalled = p.stall_cta == (int)blockIdx.x;
     // Selected, not indexed: a run-time index into a parameter array would copy the array to
@@ -364,17 +388,17 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
     const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
 
-    // Chain `lane` (terms 8 lane .. 8 lane + 7) of the group's rows, slot i holding row
+    // Chain `lane` (terms TERMS lane .. TERMS lane + TERMS - 1) of the group's rows, slot i holding row
     // i ^ rev_L(lane mod ROWS): at reduce level k (lane offset 2^k) a lane with bit k set keeps
     // the upper half of the rows still live, and this order puts exactly those in the lower
     // slots (the partner's order is the same with that half swapped), so the reduce needs no
     // select; slot 0 ends with row rev_L(lane), as before, and every + adds the same two chains.
     const int order = (int)bl_bit_reverse((bl_u32)(lane & (ROWS - 1)), LEVELS);
-    float r[ROWS][BL_CL_TERMS];
+    float r[ROWS][TERMS];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const bl_u32 row = group * ROWS + (bl_u32)(i ^ order);
-        bl_cl_load_chain(r[i], recurrent, row, lane);
+        bl_cl_load_chain<TERMS>(r[i], recurrent, row, lane);
     }
 
     // The cell lanes: lane j < UNITS_PER_GROUP owns unit rev_{LEVELS-2}(j) of the group, in each
@@ -455,20 +479,26 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
             }
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                float h[BL_CL_TERMS];
-                bl_load8(h, &h_s[prev][w][lane * BL_CL_TERMS]);
+                float h[TERMS];
+                const float4* h4 = reinterpret_cast<const float4*>(&h_s[prev][w][lane * TERMS]);
+#pragma unroll
+                for (int q = 0; q < TERMS / 4; ++q) {
+                    const float4 a = h4[q];
+                    h[4 * q + 0] = a.x;
+                    h[4 * q + 1] = a.y;
+                    h[4 * q + 2] = a.z;
+                    h[4 * q + 3] = a.w;
+                }
                 float v[ROWS];
 #pragma unroll
                 for (int i = 0; i < ROWS; ++i) {
-                    v[i] = bl_dot_chain8(r[i], h);
+                    v[i] = bl_dot_chain<TERMS>(r[i], h);
                 }
-                bl_cl_reduce_level<ROWS, ROWS, 1>(v);
-                bl_cl_reduce_level<ROWS, ROWS / 2, 2>(v);
-                bl_cl_reduce_level<ROWS, ROWS / 4, 4>(v);
-                if (LEVELS == 4) {
-                    bl_cl_reduce_level<ROWS, 2, 8>(v);
-                } else {
-                    v[0] = v[0] + __shfl_xor_sync(BL_FULL_MASK, v[0], 8);
+                bl_cl_lane_level<ROWS, ROWS, 1>(v);
+                bl_cl_lane_level<ROWS, ROWS / 2, 2>(v);
+                bl_cl_lane_level<ROWS, (ROWS / 4 > 1 ? ROWS / 4 : 1), 4>(v);
+                if constexpr (LANES == 16) {
+                    bl_cl_lane_level<ROWS, (ROWS / 8 > 1 ? ROWS / 8 : 1), 8>(v);
                 }
                 dot[w] = v[0];
             }
@@ -567,9 +597,10 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 // each of its windows, 4 WPT dot products. Per k it reads one float4 of R^T (its unit's four
 // gates; a quarter-warp reads 128 contiguous bytes) and WPT floats of h (h_t[slot][k][window]:
 // its windows side by side; a quarter-warp reads the same ones), and updates 4 WPT chains. Each
-// chain is numerics.cuh's: ascending k from 0.0f, eight terms; chain j of every dot is folded
-// into the fixed pairwise tree as soon as it is done (a stack of four partial sums a dot), so
-// every dot has exactly bl_dot_tree16's bits. The cell update is bl_lstm_cell on the thread's
+// chain is numerics.cuh's: ascending k from 0.0f, eight terms (sixteen in TF32 mode, section 8);
+// chain j of every dot is folded into the fixed pairwise tree as soon as it is done (a stack of
+// partial sums a dot, one a tree level), so every dot has exactly bl_dot_tree16's bits
+// (bl_dot_tree8's in TF32 mode). The cell update is bl_lstm_cell on the thread's
 // own four pre-activations (no lane exchange). The thread pushes its WPT hidden values of the
 // step (contiguous in h_t) with one vector st.async into each CTA, completing 4 WPT bytes on
 // that CTA's mbarrier, and stores them to the output itself (WPT 4-byte stores). Waits, slot
@@ -592,7 +623,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
     constexpr bl_u32 STEP_BYTES = (bl_u32)(W * BILSTM_HIDDEN * sizeof(float));
     static_assert(WPT == 4, "four windows a thread: the 16-window tile (4 and 8 run the quads)");
     static_assert(BL_CL_THREADS == UNITS * 4, "one thread per unit and window group");
-    static_assert(BILSTM_DOT_CHAINS == 16 && BL_CL_TERMS == 8, "16 chains of 8 terms");
+    // The dot's chains: FP32 mode's 16 of 8 terms (numerics.cuh section 1), TF32 mode's 8 of 16
+    // (section 8); the tree has CHAIN_LEVELS levels.
+    constexpr int CHAINS = FAST ? BILSTM_TF32_DOT_CHAINS : BILSTM_DOT_CHAINS;
+    constexpr int TERMS = FAST ? BILSTM_TF32_DOT_CHAIN_TERMS : BILSTM_DOT_CHAIN_TERMS;
+    constexpr int CHAIN_LEVELS = FAST ? 3 : 4;
+    static_assert(CHAINS == (1 << CHAIN_LEVELS) && CHAINS * TERMS == BILSTM_HIDDEN, "chains cover k");
 
     extern __shared__ __align__(16) float r_t[];          // [BILSTM_HIDDEN][ROWS]
     auto& h_t = bl_cl_static_shared<bl_cl_tile_shared<W>>().h_t;
@@ -697,10 +733,11 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
                 aborted = true;
                 break;
             }
-            // The tree's partial sums: level 1 (pairs of chains), 2 (quads), 3 (eights).
-            float l1[4][WPT], l2[4][WPT], l3[4][WPT];
+            // The tree's partial sums: part[L] holds a finished subtree of 2^L chains (level L + 1
+            // of the tree) until its right sibling is done; the last level's sum is the dot.
+            float part[CHAIN_LEVELS - 1][4][WPT];
 #pragma unroll
-            for (int j = 0; j < BILSTM_DOT_CHAINS; ++j) {
+            for (int j = 0; j < CHAINS; ++j) {
                 float ch[4][WPT];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
@@ -710,8 +747,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
                     }
                 }
 #pragma unroll
-                for (int m = 0; m < BL_CL_TERMS; ++m) {
-                    const int k = j * BL_CL_TERMS + m;
+                for (int m = 0; m < TERMS; ++m) {
+                    const int k = j * TERMS + m;
                     const float4 rv = *reinterpret_cast<const float4*>(&r_t[k * ROWS + unit_local * 4]);
                     const float4 h4 = *reinterpret_cast<const float4*>(&h_t[prev][k][group * WPT]);
                     const float hv[WPT] = {h4.x, h4.y, h4.z, h4.w};
@@ -723,30 +760,27 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
                         ch[3][w] = __fmaf_rn(rv.w, hv[w], ch[3][w]);
                     }
                 }
-                // Fold chain j into bl_dot_tree16's tree.
+                // Fold chain j into the tree (bl_dot_tree16, or bl_dot_tree8 in TF32 mode): while
+                // bit L of j is set, the subtree just finished is the right sibling of part[L].
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
 #pragma unroll
                     for (int w = 0; w < WPT; ++w) {
-                        if ((j & 1) == 0) {
-                            l1[q][w] = ch[q][w];
-                        } else {
-                            const float a = l1[q][w] + ch[q][w];
-                            if ((j & 2) == 0) {
-                                l2[q][w] = a;
-                            } else {
-                                const float b = l2[q][w] + a;
-                                if ((j & 4) == 0) {
-                                    l3[q][w] = b;
+                        float x = ch[q][w];
+                        bool open = true;
+#pragma unroll
+                        for (int L = 0; L < CHAIN_LEVELS - 1; ++L) {
+                            if (open) {
+                                if ((j >> L) & 1) {
+                                    x = part[L][q][w] + x;
                                 } else {
-                                    const float e = l3[q][w] + b;
-                                    if ((j & 8) == 0) {
-                                        dot[q][w] = e;
-                                    } else {
-                                        dot[q][w] = dot[q][w] + e;
-                                    }
+                                    part[L][q][w] = x;
+                                    open = false;
                                 }
                             }
+                        }
+                        if (open) {
+                            dot[q][w] = ((j >> (CHAIN_LEVELS - 1)) & 1) ? dot[q][w] + x : x;
                         }
                     }
                 }
@@ -817,7 +851,9 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // flight while the other computes), R in registers: row group g = rank * 32 + threadIdx.x / 8
 // (8 lanes) owns the packed rows 8 g .. 8 g + 7, units 2 g and 2 g + 1; lane m = threadIdx.x % 8
 // holds chains 2 m and 2 m + 1 (terms 16 m .. 16 m + 15) of each, and adds the two in a register
-// (the tree's first level: pairs of chains). The four windows' dots are reduced together, so
+// (the tree's first level: pairs of chains); in TF32 mode the same 16 terms are chain m of
+// numerics.cuh section 8 (one 16-term chain, continued from its first 8 terms), and the three
+// shuffle levels below are that tree's three levels. The four windows' dots are reduced together, so
 // that every lane ends with the four gates of one (window, unit) and runs that cell itself: no
 // lane idles in the gate math and no shuffle gathers gates. Value (window w, unit-in-group u,
 // gate q) of the 32 pair sums a lane computes each step is reduced over the lane offsets 1, 2,
@@ -995,10 +1031,16 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             }
             float h1[BL_CL_TERMS];
             bl_load8(h1, piece + BL_CL_TERMS);
-            // Chains 2 lane and 2 lane + 1: the tree's first level.
 #pragma unroll
             for (int i = 0; i < ROWS; ++i) {
-                a[s * ROWS + i] = c0[i] + bl_dot_chain8(r[i][1], h1);
+                if constexpr (FAST) {
+                    // TF32 mode: the lane's 16 terms are one chain (chain `lane` of section 8),
+                    // continued from its first 8 terms' value.
+                    a[s * ROWS + i] = bl_dot_chain<BL_CL_TERMS>(r[i][1], h1, c0[i]);
+                } else {
+                    // FP32 mode: chains 2 lane and 2 lane + 1, the tree's first level.
+                    a[s * ROWS + i] = c0[i] + bl_dot_chain8(r[i][1], h1);
+                }
             }
         }
 #pragma unroll

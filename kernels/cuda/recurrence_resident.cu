@@ -25,8 +25,8 @@
 //   for all 128 units; nothing else is written.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal recurrence_wide.cu's and recurrence_tiled.cu's; the dot-product tree is
-//   realised by a transpose-reduce over the 16 chain lanes of a half-warp (below).
-//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
+//   realised by a transpose-reduce over the 8 lanes of a row group (below; TF32 mode's 8-chain
+//   tree of section 8 likewise). The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
 //   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
 //   projection is a TF32 tile (ProjectionTile::tf32_gates).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_WARP_THREADS,
@@ -51,7 +51,9 @@
 //    cannot hold this kernel's shared memory anyway);
 // 2. each thread reads h[16p .. 16p+15] (four float4; the four groups of a warp read the same
 //    addresses) and computes, for each of its 16 rows, chains c_2p and c_2p+1 (ascending k from
-//    0.0f) and their sum c_2p + c_2p+1: the first level of the fixed tree, in the thread;
+//    0.0f) and their sum c_2p + c_2p+1: the first level of the fixed tree, in the thread (TF32
+//    mode: its 16 terms are chain p of numerics.cuh section 8, one ascending chain, and the
+//    three lane levels below are that tree's three levels);
 // 3. the 8 pair sums of a row live in the 8 lanes of a group; a transpose-reduce adds them: at
 //    lane offset o = 1, 2, 4 each lane keeps half of its rows (the upper half when p & o) and
 //    adds the partner lane's (p ^ o) partial sums of those rows. Offset 1 adds pairs p and
@@ -173,17 +175,24 @@ __device__ __forceinline__ void bl_res_reduce_level(float (&v)[BL_RES_ROWS], boo
     }
 }
 
-// c_2p + c_2p+1 of one row: the two ascending 8-term chains of the thread's 16 terms (w, h),
-// then their sum.
+// FP32 mode (FAST = false): c_2p + c_2p+1 of one row, the two ascending 8-term chains of the
+// thread's 16 terms (w, h), then their sum. TF32 mode (FAST = true): those 16 terms are chain p
+// of numerics.cuh section 8, one ascending chain.
+template <bool FAST>
 __device__ __forceinline__ float bl_res_pair(const float (&w)[BL_RES_TERMS], const float (&h)[BL_RES_TERMS]) {
-    float even = 0.0f;
-    float odd = 0.0f;
+    if constexpr (FAST) {
+        static_assert(BL_RES_TERMS == BILSTM_TF32_DOT_CHAIN_TERMS, "a thread's terms are one TF32 chain");
+        return bl_dot_chain<BL_RES_TERMS>(w, h);
+    } else {
+        float even = 0.0f;
+        float odd = 0.0f;
 #pragma unroll
-    for (int m = 0; m < BILSTM_DOT_CHAIN_TERMS; ++m) {
-        even = __fmaf_rn(w[m], h[m], even);
-        odd = __fmaf_rn(w[BILSTM_DOT_CHAIN_TERMS + m], h[BILSTM_DOT_CHAIN_TERMS + m], odd);
+        for (int m = 0; m < BILSTM_DOT_CHAIN_TERMS; ++m) {
+            even = __fmaf_rn(w[m], h[m], even);
+            odd = __fmaf_rn(w[BILSTM_DOT_CHAIN_TERMS + m], h[BILSTM_DOT_CHAIN_TERMS + m], odd);
+        }
+        return even + odd;
     }
-    return even + odd;
 }
 
 template <bool FAST>
@@ -275,7 +284,7 @@ __device__ __forceinline__ void bl_recurrence_resident(const bl_recurrence_resid
             float acc[BL_RES_ROWS];
 #pragma unroll
             for (int i = 0; i < BL_RES_REG_ROWS; ++i) {
-                acc[i] = bl_res_pair(r[i], h);
+                acc[i] = bl_res_pair<FAST>(r[i], h);
             }
             const bool upper1 = (lane & 1) != 0;
 #pragma unroll
@@ -289,7 +298,7 @@ __device__ __forceinline__ void bl_recurrence_resident(const bl_recurrence_resid
                     w[4 * m + 2] = v.z;
                     w[4 * m + 3] = v.w;
                 }
-                const float upper_row = bl_res_pair(w, h);
+                const float upper_row = bl_res_pair<FAST>(w, h);
                 // bl_res_reduce_level<16, 1> for the pair (i, i + 8).
                 const float send = upper1 ? acc[i] : upper_row;
                 const float keep = upper1 ? upper_row : acc[i];

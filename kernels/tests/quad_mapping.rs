@@ -4,8 +4,10 @@
 //! `2 m + 1` of its group's 8 rows for each of a quad's four windows and adds the two (the tree's
 //! first level), reads window `((q ^ b1(m)) << 1) | (s ^ b0(m))` into pair slot `q`, member `s`,
 //! holds the rows of unit `us ^ b2(m)` in unit slot `us`, reduces each pair over lane offset 1
-//! and then all over offsets 2 and 4, keeping the lower half each time. Every lane must end with
-//! exactly the fixed pairwise tree of `numerics.cuh` for the four gates of one (window, unit):
+//! and then all over offsets 2 and 4, keeping the lower half each time. In TF32 mode the lane's
+//! 16 terms are one chain (`numerics.cuh` section 8) and the same three levels are its tree.
+//! Every lane must end with exactly the mode's fixed pairwise tree for the four gates of one
+//! (window, unit):
 //! window `m & 3`, unit `2 g + b2(m)` of its group `g`; and the lanes of a cluster must cover
 //! every (window, unit) of the quad exactly once.
 //!
@@ -20,7 +22,7 @@ use bilstm_core::geometry::{
     CLUSTER_THREADS, GATE_ROWS, GATES, HIDDEN, QUAD_GROUP_LANES, QUAD_H_ROW_FLOATS,
     QUAD_PIECE_FLOATS,
 };
-use lane_model::{LANES, reduce_level_lower, shfl_xor, tree16, value};
+use lane_model::{LANES, reduce_level_lower, shfl_xor, tree8, tree16, value};
 
 /// CTAs of the quad kernels' clusters.
 const CTAS: usize = 2;
@@ -43,9 +45,34 @@ fn chain(row: usize, w: usize, j: usize) -> f32 {
     value(((row * QUAD + w) * 16 + j) as u64 + 77)
 }
 
-/// Runs warp `warp` (global, four groups) through one quad step and returns, per lane, the four
-/// values it keeps and its (window, unit).
-fn run_warp(warp: usize) -> Vec<([f32; GATES], usize, usize)> {
+/// TF32 mode's chain `m` (0..8, one 16-term chain of `numerics.cuh` section 8) of packed row
+/// `row` in window `w`.
+fn tf32_chain(row: usize, w: usize, m: usize) -> f32 {
+    value(((row * QUAD + w) * 8 + m) as u64 + 91)
+}
+
+/// What lane `m` of a group computes in a math mode for packed row `row` in window `w`: FP32
+/// mode chains `2 m` and `2 m + 1` added in the lane, TF32 mode its one chain.
+fn lane_value(tf32: bool, row: usize, w: usize, m: usize) -> f32 {
+    if tf32 {
+        tf32_chain(row, w, m)
+    } else {
+        chain(row, w, 2 * m) + chain(row, w, 2 * m + 1)
+    }
+}
+
+/// The mode's fixed tree for packed row `row` in window `w`.
+fn tree_of(tf32: bool, row: usize, w: usize) -> f32 {
+    if tf32 {
+        tree8(&std::array::from_fn(|m| tf32_chain(row, w, m)))
+    } else {
+        tree16(&std::array::from_fn(|k| chain(row, w, k)))
+    }
+}
+
+/// Runs warp `warp` (global, four groups) through one quad step in a math mode and returns, per
+/// lane, the four values it keeps and its (window, unit).
+fn run_warp(tf32: bool, warp: usize) -> Vec<([f32; GATES], usize, usize)> {
     let group_of = |l: usize| warp * (LANES / GROUP_LANES) + l / GROUP_LANES;
     // Slot us * 4 + gate of lane l holds row (2 group + (us ^ ub)) * 4 + gate.
     let row_of = |l: usize, i: usize| {
@@ -62,8 +89,7 @@ fn run_warp(warp: usize) -> Vec<([f32; GATES], usize, usize)> {
                 let w = ((q ^ wb1) << 1) | (s ^ wb0);
                 for i in 0..ROWS {
                     let row = row_of(l, i);
-                    // Chains 2 m and 2 m + 1, added in the lane.
-                    a[l][s * ROWS + i] = chain(row, w, 2 * m) + chain(row, w, 2 * m + 1);
+                    a[l][s * ROWS + i] = lane_value(tf32, row, w, m);
                 }
             }
         }
@@ -101,25 +127,26 @@ fn the_quad_geometry_covers_r_in_whole_units() {
 #[test]
 fn every_lane_gets_the_tree_of_each_gate_of_its_window_and_unit() {
     let warps = CTAS * CLUSTER_THREADS / LANES;
-    let mut seen = vec![0u32; QUAD * HIDDEN];
-    for warp in 0..warps {
-        for (l, (got, w, unit)) in run_warp(warp).into_iter().enumerate() {
-            seen[w * HIDDEN + unit] += 1;
-            for (gate, g) in got.into_iter().enumerate() {
-                let row = unit * GATES + gate;
-                let c: [f32; 16] = std::array::from_fn(|k| chain(row, w, k));
-                assert_eq!(
-                    g.to_bits(),
-                    tree16(&c).to_bits(),
-                    "warp {warp} lane {l}: window {w} unit {unit} gate {gate}"
-                );
+    for tf32 in [false, true] {
+        let mut seen = vec![0u32; QUAD * HIDDEN];
+        for warp in 0..warps {
+            for (l, (got, w, unit)) in run_warp(tf32, warp).into_iter().enumerate() {
+                seen[w * HIDDEN + unit] += 1;
+                for (gate, g) in got.into_iter().enumerate() {
+                    let row = unit * GATES + gate;
+                    assert_eq!(
+                        g.to_bits(),
+                        tree_of(tf32, row, w).to_bits(),
+                        "tf32 {tf32} warp {warp} lane {l}: window {w} unit {unit} gate {gate}"
+                    );
+                }
             }
         }
+        assert!(
+            seen.iter().all(|&n| n == 1),
+            "every (window, unit) of the quad has exactly one lane"
+        );
     }
-    assert!(
-        seen.iter().all(|&n| n == 1),
-        "every (window, unit) of the quad has exactly one lane"
-    );
 }
 
 /// The padded shared row of h (`bl_qd_index`): every unit has its own float, the eight pieces

@@ -2,8 +2,10 @@
 //! thread adds its two chains (the tree's first level), a transpose-reduce over the 8 lanes of a
 //! group finishes the tree for its 16 gate rows (the first lane level interleaved with the
 //! shared-memory rows, as the kernel does it), and one exchange with lane p ^ 4 brings a unit's
-//! four gates to its cell lane. Each cell lane must hold exactly the fixed pairwise tree of
-//! `numerics.cuh` for every gate of its unit, and every unit must have exactly one cell lane.
+//! four gates to its cell lane. In TF32 mode a thread's 16 terms are one chain (`numerics.cuh`
+//! section 8) and the same three lane levels are its 8-chain tree. Each cell lane must hold
+//! exactly the mode's fixed pairwise tree for every gate of its unit, and every unit must have
+//! exactly one cell lane.
 //!
 //! The model restates the kernel's index arithmetic (it cannot run CUDA); keep the two in step.
 
@@ -16,7 +18,7 @@ use bilstm_core::geometry::{
     DOT_CHAIN_TERMS, DOT_CHAINS, GATE_ROWS, GATES, HIDDEN, RESIDENT_CHAINS_PER_THREAD,
     RESIDENT_R_SHARED_BYTES, RESIDENT_THREADS,
 };
-use lane_model::{LANES, bit_reverse, reduce_level, shfl_xor, tree16, value};
+use lane_model::{LANES, bit_reverse, reduce_level, shfl_xor, tree8, tree16, value};
 
 /// Lanes per row group, groups, rows per group and the register / shared split, as the kernel
 /// derives them from the defines.
@@ -44,14 +46,36 @@ fn the_geometry_splits_r_in_halves_of_whole_rows() {
 
 #[test]
 fn every_cell_lane_gets_the_tree_of_each_gate_of_its_unit() {
+    check(false);
+    check(true);
+}
+
+/// Runs warp 3 through the kernel's reduce in FP32 mode (`tf32` false) or TF32 mode.
+fn check(tf32: bool) {
     // The four groups of one warp (the model runs warp 3: groups 12..15).
     let warp = 3;
     let groups_per_warp = LANES / GROUP_LANES;
     let group_of = |lane: usize| warp * groups_per_warp + lane / GROUP_LANES;
-    // chain(row, c): chain c of packed row `row` (within the layer).
+    // chain(row, c): FP32 mode's chain c (0..16) of packed row `row` (within the layer).
     let chain = |row: usize, c: usize| value((row * 16 + c) as u64 + 7);
-    // The thread's pair sum of a row: chains 2p and 2p + 1, added in the thread.
-    let pair = |row: usize, p: usize| chain(row, 2 * p) + chain(row, 2 * p + 1);
+    // tf32_chain(row, p): TF32 mode's chain p (0..8).
+    let tf32_chain = |row: usize, p: usize| value((row * 8 + p) as u64 + 19);
+    // The thread's value of a row: FP32 mode chains 2p and 2p + 1 added in the thread, TF32 mode
+    // its one chain.
+    let pair = |row: usize, p: usize| {
+        if tf32 {
+            tf32_chain(row, p)
+        } else {
+            chain(row, 2 * p) + chain(row, 2 * p + 1)
+        }
+    };
+    let tree_of = |row: usize| {
+        if tf32 {
+            tree8(&std::array::from_fn(|p| tf32_chain(row, p)))
+        } else {
+            tree16(&std::array::from_fn(|c| chain(row, c)))
+        }
+    };
     let mut acc = [[0.0f32; ROWS]; LANES];
     for (lane, v) in acc.iter_mut().enumerate() {
         let p = lane % GROUP_LANES;
@@ -80,11 +104,10 @@ fn every_cell_lane_gets_the_tree_of_each_gate_of_its_unit() {
         let p = lane % GROUP_LANES;
         for j in 0..2 {
             let row = group_of(lane) * ROWS + 2 * bit_reverse(p, 3) + j;
-            let chains: [f32; 16] = std::array::from_fn(|c| chain(row, c));
             assert_eq!(
                 v[j].to_bits(),
-                tree16(&chains).to_bits(),
-                "lane {lane}, row {row}"
+                tree_of(row).to_bits(),
+                "tf32 {tf32} lane {lane}, row {row}"
             );
         }
     }
@@ -103,11 +126,10 @@ fn every_cell_lane_gets_the_tree_of_each_gate_of_its_unit() {
             .enumerate()
         {
             let row = unit * GATES + gate;
-            let chains: [f32; 16] = std::array::from_fn(|c| chain(row, c));
             assert_eq!(
                 got.to_bits(),
-                tree16(&chains).to_bits(),
-                "lane {lane}, unit {unit}, gate {gate}"
+                tree_of(row).to_bits(),
+                "tf32 {tf32} lane {lane}, unit {unit}, gate {gate}"
             );
         }
         cells[unit - warp * groups_per_warp * (ROWS / GATES)] += 1;
