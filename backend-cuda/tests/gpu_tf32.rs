@@ -368,11 +368,12 @@ fn forced_recurrences(
     forced
 }
 
-/// TF32 mode's gate activations (`numerics.cuh` section 7) are every recurrence kernel's: with
-/// the plan's TF32 projection, every window of batch 33 (64 frames; partial last tiles and
-/// clusters) has, under each recurrence kind and window-tile forced, the bits it has run alone
-/// with the plan's own kernels (batch 1: the one-window cluster kernel on 9.0). A kernel left
-/// on FP32 mode's activations would differ in about every value.
+/// TF32 mode's gate activations and recurrent dot (`numerics.cuh` sections 7 and 8: 8 chains
+/// of 16 terms) are every recurrence kernel's: with the plan's TF32 projection, every window of
+/// batch 33 (64 frames; partial last tiles and clusters) has, under each recurrence kind and
+/// window-tile forced, the bits it has run alone with the plan's own kernels (batch 1: the
+/// one-window cluster kernel on 9.0). A kernel left on FP32 mode's activations, or on its
+/// 16-chain dot, or whose lanes realised another tree, would differ in about every value.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_gates_give_every_kernel_the_same_bits() {
@@ -416,7 +417,7 @@ fn tf32_gates_give_every_kernel_the_same_bits() {
     }
 }
 
-/// TF32 mode's gate activations in every recurrence kernel, in passes small enough for
+/// TF32 mode's gate activations and dot in every recurrence kernel, in passes small enough for
 /// compute-sanitizer (`scripts/gpu-run.sh`'s `-tf32` groups run every test whose name starts
 /// with `small_tf32_pass_for_sanitizers`): batch 5, 17 frames, each kind and cluster shape the
 /// other two passes do not run forced in turn, each against the f64 reference within the TF32

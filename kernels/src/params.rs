@@ -99,7 +99,8 @@ pub struct RecurrenceCoopParams {
     pub direction_stride: u32,
     /// Test-only fault injection: this block index returns at once (`-1`: none).
     pub stall_block: i32,
-    /// Nonzero: TF32 mode's gate activations (`numerics.cuh` section 7), zero: FP32 mode's.
+    /// Nonzero: TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate
+    /// activations and the 8-chain dot), zero: FP32 mode's.
     pub fast_gates: u32,
     /// `float*` or 0: this layer's final hidden states `[2, batch, 128]` (direction-major: the
     /// layer's block of `h_n`), written by the cell lanes at their last step; 0 writes none.
@@ -132,7 +133,8 @@ pub struct RecurrenceResidentParams {
     pub state_h: u64,
     /// `float*` or 0: this layer's final cell states, laid out as `state_h`.
     pub state_c: u64,
-    /// Nonzero: TF32 mode's gate activations (`numerics.cuh` section 7), zero: FP32 mode's.
+    /// Nonzero: TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate
+    /// activations and the 8-chain dot), zero: FP32 mode's.
     pub fast_gates: u32,
     /// Zero.
     pub reserved: u32,
@@ -177,7 +179,8 @@ pub struct RecurrenceClusterParams {
     /// Nonzero: outputs stored rounded to TF32 (`bl_output_value`; the register-quad and
     /// 16-window kernels only, the others refuse it); the final states exact.
     pub out_tf32: u32,
-    /// Nonzero: TF32 mode's gate activations (`numerics.cuh` section 7), zero: FP32 mode's.
+    /// Nonzero: TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate
+    /// activations and the 8-chain dot), zero: FP32 mode's.
     pub fast_gates: u32,
 }
 const _: () = assert!(size_of::<RecurrenceClusterParams>() == 120);

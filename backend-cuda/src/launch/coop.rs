@@ -59,7 +59,8 @@ pub(crate) struct CoopArgs {
     pub stall_block: Option<u32>,
     /// Where this layer's final states go (`None`: nowhere).
     pub state: Option<StateSpans>,
-    /// TF32 mode's gate activations (`numerics.cuh` section 7), else FP32 mode's.
+    /// TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate activations and
+    /// the 8-chain dot), else FP32 mode's.
     pub fast_gates: bool,
 }
 

@@ -55,8 +55,9 @@ pub(crate) struct ClusterArgs {
     /// Store the outputs rounded to TF32 (the next layer's projection reads them as stored);
     /// kernels of at least [`QUAD_MIN_WINDOWS`] windows a cluster only.
     pub out_tf32: bool,
-    /// TF32 mode's gate activations (`numerics.cuh` section 7; [`crate::pass`] sets it where
-    /// the pass's projection is a TF32 tile), else FP32 mode's.
+    /// TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate activations and
+    /// the 8-chain dot; [`crate::pass`] sets it where the pass's projection is a TF32 tile),
+    /// else FP32 mode's.
     pub fast_gates: bool,
 }
 

@@ -148,9 +148,10 @@ impl ProjectionTile {
         matches!(self, ProjectionTile::Tf32 | ProjectionTile::Tf32Wgmma)
     }
 
-    /// Whether the recurrences of a pass with this projection use TF32 mode's gate activations
-    /// (`kernels/cuda/numerics.cuh` section 7: the hardware's `ex2` and reciprocal estimates,
-    /// errors of a few 1e-7 against TF32's 1e-3): exactly where the tile is a TF32 tile
+    /// Whether the recurrences of a pass with this projection use TF32 mode's numerics: its gate
+    /// activations (`kernels/cuda/numerics.cuh` section 7: the hardware's `ex2` and reciprocal
+    /// estimates, errors of a few 1e-7 against TF32's 1e-3) and its recurrent dot (section 8:
+    /// 8 FMA chains of 16 terms, one tree level fewer): exactly where the tile is a TF32 tile
     /// ([`ProjectionTile::is_tf32`]). One rule for every recurrence kernel and batch, so a
     /// window's TF32 bits never depend on the batch or the recurrence kind; FP32 mode (and a
     /// TF32 request that runs an FP32 tile) keeps the accurate activations and their bits.
