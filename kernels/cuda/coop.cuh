@@ -1,7 +1,9 @@
 // coop.cuh: what the two cooperative recurrences (recurrence_wide.cu, recurrence_tiled.cu)
 // share: their parameter struct, a block's place in its tile, and the parts of a step that are
 // the same in both: the load phase of exchange.cuh with the gate-input load issued behind the
-// exchange loads, and the cell with its output store and publish.
+// exchange loads, the cell with its output store and publish, and the shuffle levels that sum a
+// row's chains (FP32 mode: 16 chains of 8 terms over a half-warp; TF32 mode: 8 chains of 16
+// terms over an 8-lane group, numerics.cuh section 8) and gather a cell's four gates.
 
 #ifndef BILSTM_HIDDEN
 #error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
@@ -149,10 +151,10 @@ __device__ __forceinline__ void bl_coop_chain_h(const float (*stage)[H_STRIDE], 
     bl_load8(h, &stage[window][q * BILSTM_DOT_CHAIN_TERMS]);
 }
 
-// One transpose-reduce level over the 16 chains of a half-warp, partner offset OFFSET, over N
-// windows held in v[0 .. N): keep the upper half of them when `upper`, else the lower half,
-// and add the partner's (lane ^ OFFSET) copy of it; the result is in v[0 .. N / 2). N == 1:
-// v[0] += the partner's v[0], both lanes get the sum.
+// One transpose-reduce level over the chains of a row (the 16 of a half-warp, or TF32 mode's 8
+// of an 8-lane group), partner offset OFFSET, over N windows held in v[0 .. N): keep the upper
+// half of them when `upper`, else the lower half, and add the partner's (lane ^ OFFSET) copy of
+// it; the result is in v[0 .. N / 2). N == 1: v[0] += the partner's v[0], both lanes get the sum.
 template <int N, int OFFSET, int LEN>
 __device__ __forceinline__ void bl_coop_reduce_level(float (&v)[LEN], bool upper) {
     static_assert(N <= LEN, "the windows fit the array");
@@ -182,4 +184,81 @@ __device__ __forceinline__ void bl_coop_reduce_chains(float (&v)[LEN], int q) {
     bl_coop_reduce_level<(TH / 2 > 1 ? TH / 2 : 1), 2>(v, (q & 2) != 0);
     bl_coop_reduce_level<(TH / 4 > 1 ? TH / 4 : 1), 4>(v, (q & 4) != 0);
     bl_coop_reduce_level<(TH / 8 > 1 ? TH / 8 : 1), 8>(v, (q & 8) != 0);
+}
+
+// TF32 mode (numerics.cuh section 8): the recurrent weights of one (row, chain) pair, terms
+// 16m .. 16m+15 of packed row `row`, in two 8-term parts: r0 terms 16m .. 16m+7, r1 the rest.
+__device__ __forceinline__ void bl_coop_chain_weights_tf32(const bl_recurrence_coop_params& p, bl_u32 row, int m,
+                                                           float (&r0)[BILSTM_DOT_CHAIN_TERMS],
+                                                           float (&r1)[BILSTM_DOT_CHAIN_TERMS]) {
+    static_assert(BILSTM_TF32_DOT_CHAIN_TERMS == 2 * BILSTM_DOT_CHAIN_TERMS, "a chain is two 8-term parts");
+    bl_coop_chain_weights(p, row, 2 * m, r0);
+    bl_coop_chain_weights(p, row, 2 * m + 1, r1);
+}
+
+// TF32 mode: chain m's 16 values of h for `window` from the staged hidden state, in the two
+// parts of bl_coop_chain_weights_tf32.
+template <int H_STRIDE>
+__device__ __forceinline__ void bl_coop_chain_h_tf32(const float (*stage)[H_STRIDE], int window, int m,
+                                                     float (&h0)[BILSTM_DOT_CHAIN_TERMS],
+                                                     float (&h1)[BILSTM_DOT_CHAIN_TERMS]) {
+    bl_coop_chain_h<H_STRIDE>(stage, window, 2 * m, h0);
+    bl_coop_chain_h<H_STRIDE>(stage, window, 2 * m + 1, h1);
+}
+
+// TF32 mode: one 16-term chain from its two parts (bl_coop_chain_weights_tf32,
+// bl_coop_chain_h_tf32): bl_dot_chain<16>'s FMAs in ascending k from 0.0f, the second part
+// continuing from the first part's value.
+__device__ __forceinline__ float bl_coop_dot_chain_tf32(const float (&r0)[BILSTM_DOT_CHAIN_TERMS],
+                                                        const float (&r1)[BILSTM_DOT_CHAIN_TERMS],
+                                                        const float (&h0)[BILSTM_DOT_CHAIN_TERMS],
+                                                        const float (&h1)[BILSTM_DOT_CHAIN_TERMS]) {
+    return bl_dot_chain<BILSTM_DOT_CHAIN_TERMS>(r1, h1, bl_dot_chain<BILSTM_DOT_CHAIN_TERMS>(r0, h0));
+}
+
+// TF32 mode's three levels over the 8 chains of an 8-lane group, lane m holding chain m (offsets
+// 1, 2, 4: chain bit 0 first). Level 1 adds chains m and m ^ 1, level 2 those pairs, level 4
+// those quads: exactly the tree ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)) of numerics.cuh section 8
+// (bl_dot_tree8). Afterwards lane m holds full dots for windows (TH / 8) rev3(m) + j, j < TH / 8
+// (TH 32, 16, 8), or window 0 (TH 1: a butterfly, every lane holds the sum).
+template <int TH, int LEN>
+__device__ __forceinline__ void bl_coop_reduce_chains_tf32(float (&v)[LEN], int m) {
+    static_assert(BILSTM_TF32_DOT_CHAINS == 8, "three levels");
+    bl_coop_reduce_level<TH, 1>(v, (m & 1) != 0);
+    bl_coop_reduce_level<(TH / 2 > 1 ? TH / 2 : 1), 2>(v, (m & 2) != 0);
+    bl_coop_reduce_level<(TH / 4 > 1 ? TH / 4 : 1), 4>(v, (m & 4) != 0);
+}
+
+// One gather level of TF32 mode, partner offset OFFSET: lanes l and l ^ OFFSET hold the dots of
+// the same N cells for two different gates; over the cells' dots v[0 .. N) of this lane's gate,
+// keep the upper half when `upper`, else the lower half (in v[0 .. N / 2)), and receive the
+// partner's dots of the kept half into t[0 .. N / 2). N == 1: both lanes keep v[0], t[0] is the
+// partner's v[0].
+template <int N, int OFFSET, int LEN, int TLEN>
+__device__ __forceinline__ void bl_coop_gather_level(float (&v)[LEN], float (&t)[TLEN], bool upper) {
+    static_assert(N <= LEN && (N == 1 || N / 2 <= TLEN), "the cells fit the arrays");
+    if constexpr (N == 1) {
+        t[0] = __shfl_xor_sync(BL_FULL_MASK, v[0], OFFSET);
+    } else {
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+            const float lo = v[i];
+            const float hi = v[i + N / 2];
+            v[i] = upper ? hi : lo;
+            t[i] = __shfl_xor_sync(BL_FULL_MASK, upper ? lo : hi, OFFSET);
+        }
+    }
+}
+
+// TF32 mode: the four gates (i, f, g, o) of a lane's cell from its dots d_x of gate `gate` ^ x
+// (x = 0 .. 3; `gate` is the lane's own): gate k is d_(k ^ gate).
+__device__ __forceinline__ float4 bl_coop_gates_tf32(int gate, float d0, float d1, float d2, float d3) {
+    const bool odd = (gate & 1) != 0;
+    const bool high = (gate & 2) != 0;
+    // e_y: the dot of gate `gate` ^ (gate & 1) ^ y, i.e. of gate (gate & 2) ^ y.
+    const float e0 = odd ? d1 : d0;
+    const float e1 = odd ? d0 : d1;
+    const float e2 = odd ? d3 : d2;
+    const float e3 = odd ? d2 : d3;
+    return make_float4(high ? e2 : e0, high ? e3 : e1, high ? e0 : e2, high ? e1 : e3);
 }

@@ -33,22 +33,29 @@
 //   step's barrier; the first block to time out writes error = {BL_ERROR_PARTNER_LOST, layer,
 //   direction, step} and the outputs of this launch are unspecified.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
-//   output bits equal recurrence_wide.cu's and recurrence_resident.cu's; the dot-product tree is
-//   realised by the same transpose-reduce as the wide kernel's 8-window tiles (below).
-//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
-//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
-//   projection is a TF32 tile (ProjectionTile::tf32_gates).
+//   output bits equal recurrence_wide.cu's and recurrence_resident.cu's. With fast_gates = 0
+//   (FP32 mode) the recurrent dot is section 1's (16 chains of 8 terms) and the gate
+//   activations sections 3-5's; otherwise (TF32 mode) the dot is section 8's (8 chains of 16
+//   terms) and the activations section 7's. The mode is picked once at entry; the host sets
+//   fast_gates where the pass's projection is a TF32 tile (ProjectionTile::tf32_gates). Each
+//   mode's tree is realised by the same transpose-reduce as the wide kernel's 8-window tiles
+//   (below).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_BLOCK_THREADS,
 //   BILSTM_WARP_THREADS, BILSTM_TILED_WINDOWS, BILSTM_TILED_BLOCKS_PER_TILE,
 //   BILSTM_TILED_UNITS_PER_BLOCK, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS,
-//   BILSTM_EXCHANGE_WORD_BYTES, BILSTM_EXCHANGE_SLOTS.
+//   BILSTM_TF32_DOT_CHAINS, BILSTM_TF32_DOT_CHAIN_TERMS, BILSTM_EXCHANGE_WORD_BYTES,
+//   BILSTM_EXCHANGE_SLOTS.
 //
 // Thread mapping (block b owns units 16b .. 16b+15 = packed gate rows 64b .. 64b+63):
 // - warp w (0..7) owns the two units U_a = 16b + 2w + a (a = 0, 1): 8 gate rows;
 // - lane l = 16 s + q: half s (0, 1), chain q (0..15, covering k = 8q .. 8q+7);
 // - each thread holds four (row, chain) pairs x = 2a + p (a, p in 0, 1): row 4 U_a + 2p + s, i.e.
 //   half 0 holds gates i (p 0) and g (p 1) of both units, half 1 gates f and o; their 4 x 8
-//   recurrent weights stay in registers for all steps (64 rows x 128 = 256 threads x 32 floats).
+//   recurrent weights stay in registers for all steps (64 rows x 128 = 256 threads x 32 floats);
+// - TF32 mode: lane l = 8 g + m (g = 2 s + (q >> 3), m = q & 7): gate g (0..3), chain m (0..7,
+//   covering k = 16m .. 16m+15); each thread holds two (row, chain) pairs a = 0, 1: row
+//   4 U_a + g, its 2 x 16 weights in the same registers (r[2a]: k = 16m .. 16m+7, r[2a + 1]:
+//   the rest).
 // Per step s >= 1 (step 0 has h = 0: the dot is +0.0f and nothing is read; the lane only loads
 // its gate inputs):
 // 1. load phase (coop.cuh's bl_coop_receive, shared with recurrence_wide.cu): the block's 256
@@ -60,19 +67,31 @@
 //    windows >= batch);
 // 2. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
 //    next step's load phase never overwrites what this step reads);
-// 3. each thread computes its four chains for each of the 8 windows (h from shared memory);
+// 3. each thread computes its four chains for each of the 8 windows (h from shared memory;
+//    TF32 mode: its two chains, bl_dot_chain<16>'s FMAs as two 8-term parts, the second
+//    continuing from the first);
 // 4. the 16 chains of a row live in the 16 lanes of a half-warp; the transpose-reduce of
 //    recurrence_wide.cu for 8-window tiles (coop.cuh's bl_coop_reduce_chains) sums them: at level offset o = 1, 2, 4 each lane keeps
 //    half of its windows (the upper half when q & o) and adds the partner lane's (q ^ o) partial
 //    sums of those windows; at o = 8 both lanes add their single values. Level 1 adds chains q
 //    and q ^ 1, level 2 those pairs, ...: exactly the tree ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7))
 //    ... of numerics.cuh (IEEE addition is commutative, so the order inside each + is
-//    irrelevant). Afterwards lanes q and q ^ 8 both hold full dots for window rev3(q & 7);
-//    kernels/tests/tiled_mapping.rs replays this lane by lane on the CPU;
+//    irrelevant). Afterwards lanes q and q ^ 8 both hold full dots for window rev3(q & 7).
+//    TF32 mode: the 8 chains of a row live in the 8 lanes m of a group g; the transpose-reduce
+//    at offsets 1, 2, 4 (coop.cuh's bl_coop_reduce_chains_tf32; 8, 4, 2 values) sums them: level
+//    1 adds chains m and m ^ 1, level 2 those pairs, level 4 those quads: exactly section 8's
+//    tree ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)). Afterwards lane m holds gate g's dots of U_0 and
+//    U_1 for window rev3(m). kernels/tests/tiled_mapping.rs replays both modes lane by lane on
+//    the CPU;
 // 5. two shuffles across the halves (lane ^ 16) give half s all four gates of unit U_s: half 0
 //    sends (i, g) of U_1 and receives (f, o) of U_0; half 1 the other way round. Lane (s, q) owns
 //    the cell (U_s, window rev3(q & 7)); lanes q and q ^ 8 compute bitwise the same cell and the
-//    one with q < 8 (the writer) stores;
+//    one with q < 8 (the writer) stores.
+//    TF32 mode: three shuffles (coop.cuh's bl_coop_gather_level) trade dots between the groups
+//    without adding: at lane ^ 16 (gate bit 1, = s) a lane keeps U_s's dot and sends U_(1-s)'s,
+//    receiving gate g ^ 2's of U_s; at lane ^ 8 (gate bit 0) it receives gates g ^ 1 and g ^ 3 of
+//    U_s. Lane l owns the same cell as in FP32 mode, (U_s, window rev3(m)) with m = q & 7, and
+//    the same writer (lanes l and l ^ 8 compute it; g even, i.e. q < 8, stores);
 // 6. pre-activations (proj + dot) + bias, the cell update (state c in a register of the owning
 //    lane), h written to out and published to slot s % 2 with a relaxed 64-bit store (coop.cuh's
 //    bl_coop_cell, shared with recurrence_wide.cu).
@@ -98,6 +117,10 @@ constexpr int BL_TILED_PAIRS = BL_TILED_UNITS_PER_WARP * 2;
 constexpr int BL_TILED_H_STRIDE = BILSTM_HIDDEN + BL_TILED_UPB;
 // Lane bits of the window index after the reduction (8 windows: 3 bits).
 constexpr int BL_TILED_WINDOW_BITS = 3;
+// TF32 mode: lanes of a row's 8 chains (an 8-lane group; lane = 8 gate + chain) and the
+// 16-term (row, chain) pairs of a thread, one per unit of the warp.
+constexpr int BL_TILED_TF32_GROUP = BILSTM_TF32_DOT_CHAINS;
+constexpr int BL_TILED_TF32_PAIRS = BL_TILED_UNITS_PER_WARP;
 
 static_assert(BL_TILED_UNITS_PER_WARP == 2, "each half-warp owns one unit in the cell phase");
 static_assert(BILSTM_GATES == 4, "a unit's four gates are two pairs of two half-warps");
@@ -108,6 +131,9 @@ static_assert(BL_TILED_TH == (1 << BL_TILED_WINDOW_BITS), "the reduction is writ
 static_assert(BL_TILED_UPB * BILSTM_TILED_BLOCKS_PER_TILE == BILSTM_HIDDEN, "blocks cover the units");
 static_assert(BL_TILED_TH * BILSTM_HIDDEN % BILSTM_BLOCK_THREADS == 0, "the load phase splits evenly");
 static_assert(BL_TILED_H_STRIDE % 4 == 0, "float4 rows");
+static_assert(BL_TILED_TF32_GROUP * BILSTM_GATES == BILSTM_WARP_THREADS,
+              "TF32 mode: 4 gate rows x 8 chains of each unit fill a warp");
+static_assert(BL_TILED_TF32_PAIRS * 2 == BL_TILED_PAIRS, "TF32 mode: the same 32 weights a thread");
 
 template <bool FAST>
 __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_params& p,
@@ -117,19 +143,31 @@ __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_par
     const int lane = tid % BILSTM_WARP_THREADS;
     const int half = lane / BL_TILED_HALF;
     const int q = lane % BL_TILED_HALF;
+    // TF32 mode's lane roles: lane = 8 gate + chain.
+    const int gate = lane / BL_TILED_TF32_GROUP;
+    const int chain = lane % BL_TILED_TF32_GROUP;
     const bl_coop_block b = bl_coop_block_of<BILSTM_TILED_BLOCKS_PER_TILE, BL_TILED_UPB>(p);
     // The warp's first unit (in the block and in the layer).
     const bl_u32 warp_unit_in_block = (bl_u32)warp * BL_TILED_UNITS_PER_WARP;
     const bl_u32 warp_unit = b.block * BL_TILED_UPB + warp_unit_in_block;
 
     // The recurrent weights of this thread's four (row, chain) pairs, for all steps:
-    // pair x = 2a + pp is row 4 (warp_unit + a) + 2 pp + half, terms 8q .. 8q+7.
+    // pair x = 2a + pp is row 4 (warp_unit + a) + 2 pp + half, terms 8q .. 8q+7. TF32 mode: two
+    // 16-term pairs a = 0, 1, row 4 (warp_unit + a) + gate, terms 16 chain .. 16 chain + 15 in
+    // r[2a] (the first 8) and r[2a + 1].
     float r[BL_TILED_PAIRS][BILSTM_DOT_CHAIN_TERMS];
+    if constexpr (FAST) {
 #pragma unroll
-    for (int x = 0; x < BL_TILED_PAIRS; ++x) {
-        const int a = x / 2;
-        const int pp = x % 2;
-        bl_coop_chain_weights(p, (warp_unit + a) * BILSTM_GATES + 2 * pp + half, q, r[x]);
+        for (int a = 0; a < BL_TILED_TF32_PAIRS; ++a) {
+            bl_coop_chain_weights_tf32(p, (warp_unit + a) * BILSTM_GATES + gate, chain, r[2 * a], r[2 * a + 1]);
+        }
+    } else {
+#pragma unroll
+        for (int x = 0; x < BL_TILED_PAIRS; ++x) {
+            const int a = x / 2;
+            const int pp = x % 2;
+            bl_coop_chain_weights(p, (warp_unit + a) * BILSTM_GATES + 2 * pp + half, q, r[x]);
+        }
     }
 
     // The cell this lane owns: unit warp_unit + half, window rev3(q & 7); q < 8 stores.
@@ -157,30 +195,62 @@ __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_par
                 return;
             }
 
-            // Four chains (one per pair) for each window of the tile.
-            float acc[BL_TILED_PAIRS][BL_TILED_TH];
+            if constexpr (FAST) {
+                // TF32 mode: two chains (one per pair) for each window of the tile, the 8 chains
+                // of a row summed over the 8-lane group: then acc[a][0] is the dot of gate `gate`
+                // of U_a for window rev3(chain).
+                float acc[BL_TILED_TF32_PAIRS][BL_TILED_TH];
 #pragma unroll
-            for (int n = 0; n < BL_TILED_TH; ++n) {
-                float h[BILSTM_DOT_CHAIN_TERMS];
-                bl_coop_chain_h<BL_TILED_H_STRIDE>(stage, n, q, h);
+                for (int n = 0; n < BL_TILED_TH; ++n) {
+                    float h0[BILSTM_DOT_CHAIN_TERMS];
+                    float h1[BILSTM_DOT_CHAIN_TERMS];
+                    bl_coop_chain_h_tf32<BL_TILED_H_STRIDE>(stage, n, chain, h0, h1);
+#pragma unroll
+                    for (int a = 0; a < BL_TILED_TF32_PAIRS; ++a) {
+                        acc[a][n] = bl_coop_dot_chain_tf32(r[2 * a], r[2 * a + 1], h0, h1);
+                    }
+                }
+#pragma unroll
+                for (int a = 0; a < BL_TILED_TF32_PAIRS; ++a) {
+                    bl_coop_reduce_chains_tf32<BL_TILED_TH>(acc[a], chain);
+                }
+                // Gather the four gates of unit U_half: lane ^ 16 (gate bit 1, = half) keeps U_half's
+                // dot and receives gate ^ 2's of U_half (d2), lane ^ 8 (gate bit 0) those of gate ^ 1
+                // (d1) and gate ^ 3 (d3).
+                float units[BL_TILED_TF32_PAIRS] = {acc[0][0], acc[1][0]};
+                float d1[1];
+                float d2[1];
+                float d3[1];
+                bl_coop_gather_level<BL_TILED_TF32_PAIRS, 2 * BL_TILED_TF32_GROUP>(units, d2, half != 0);
+                bl_coop_gather_level<1, BL_TILED_TF32_GROUP>(units, d1, (gate & 1) != 0);
+                bl_coop_gather_level<1, BL_TILED_TF32_GROUP>(d2, d3, (gate & 1) != 0);
+                dots = bl_coop_gates_tf32(gate, units[0], d1[0], d2[0], d3[0]);
+            } else {
+                // Four chains (one per pair) for each window of the tile.
+                float acc[BL_TILED_PAIRS][BL_TILED_TH];
+#pragma unroll
+                for (int n = 0; n < BL_TILED_TH; ++n) {
+                    float h[BILSTM_DOT_CHAIN_TERMS];
+                    bl_coop_chain_h<BL_TILED_H_STRIDE>(stage, n, q, h);
+#pragma unroll
+                    for (int x = 0; x < BL_TILED_PAIRS; ++x) {
+                        acc[x][n] = bl_dot_chain8(r[x], h);
+                    }
+                }
 #pragma unroll
                 for (int x = 0; x < BL_TILED_PAIRS; ++x) {
-                    acc[x][n] = bl_dot_chain8(r[x], h);
+                    bl_coop_reduce_chains<BL_TILED_TH>(acc[x], q);
                 }
-            }
-#pragma unroll
-            for (int x = 0; x < BL_TILED_PAIRS; ++x) {
-                bl_coop_reduce_chains<BL_TILED_TH>(acc[x], q);
-            }
 
-            // Gather the four gates of unit U_half across the halves (lane ^ 16). Pair x = 2a + pp
-            // holds gate 2 pp + half of unit U_a.
-            const float send0 = half ? acc[0][0] : acc[2][0];  // half 1: f of U_0; half 0: i of U_1
-            const float send1 = half ? acc[1][0] : acc[3][0];  // half 1: o of U_0; half 0: g of U_1
-            const float recv0 = __shfl_xor_sync(BL_FULL_MASK, send0, BL_TILED_HALF);
-            const float recv1 = __shfl_xor_sync(BL_FULL_MASK, send1, BL_TILED_HALF);
-            dots = make_float4(half ? recv0 : acc[0][0], half ? acc[2][0] : recv0,
-                               half ? recv1 : acc[1][0], half ? acc[3][0] : recv1);
+                // Gather the four gates of unit U_half across the halves (lane ^ 16). Pair x = 2a + pp
+                // holds gate 2 pp + half of unit U_a.
+                const float send0 = half ? acc[0][0] : acc[2][0];  // half 1: f of U_0; half 0: i of U_1
+                const float send1 = half ? acc[1][0] : acc[3][0];  // half 1: o of U_0; half 0: g of U_1
+                const float recv0 = __shfl_xor_sync(BL_FULL_MASK, send0, BL_TILED_HALF);
+                const float recv1 = __shfl_xor_sync(BL_FULL_MASK, send1, BL_TILED_HALF);
+                dots = make_float4(half ? recv0 : acc[0][0], half ? acc[2][0] : recv0,
+                                   half ? recv1 : acc[1][0], half ? acc[3][0] : recv1);
+            }
         }
         bl_coop_cell<FAST>(p, b, step, row, own_unit, own_unit_in_block, (bl_u32)own, gates_in, dots, bias, c,
                            stores);

@@ -31,22 +31,27 @@
 //   for a partner's word (or sees error[0] != 0 set by another block), it stops; the first
 //   block to time out writes error = {BL_ERROR_PARTNER_LOST, layer, direction, step} and the
 //   outputs of this launch are unspecified.
-// - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel; see the
-//   dot-product tree below for how the shuffles realise the fixed pairwise tree.
-//   The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
-//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
-//   projection is a TF32 tile (ProjectionTile::tf32_gates).
+// - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel. With
+//   fast_gates = 0 (FP32 mode) the recurrent dot is section 1's (16 chains of 8 terms) and the
+//   gate activations sections 3-5's; otherwise (TF32 mode) the dot is section 8's (8 chains of
+//   16 terms) and the activations section 7's. The mode is picked once at entry; the host sets
+//   fast_gates where the pass's projection is a TF32 tile (ProjectionTile::tf32_gates). See the
+//   thread mapping below for how each mode's shuffles realise its fixed pairwise tree.
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_BLOCK_THREADS,
 //   BILSTM_WARP_THREADS, BILSTM_WIDE_BLOCKS_PER_TILE, BILSTM_WIDE_UNITS_PER_BLOCK,
 //   BILSTM_WIDE_MAX_TILE_HEIGHT, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS,
-//   BILSTM_EXCHANGE_WORD_BYTES, BILSTM_EXCHANGE_SLOTS.
+//   BILSTM_TF32_DOT_CHAINS, BILSTM_TF32_DOT_CHAIN_TERMS, BILSTM_EXCHANGE_WORD_BYTES,
+//   BILSTM_EXCHANGE_SLOTS.
 //
 // Thread mapping (block b owns units 8b .. 8b+7 = packed gate rows 32b .. 32b+31):
 // - warp w (0..7) owns unit U = 8b + w, i.e. its four gate rows 4U .. 4U+3;
 // - lane l = 16 s + q: half s (0, 1), chain q (0..15, covering k = 8q .. 8q+7);
 // - each thread holds two (row, chain) pairs p = 0, 1: row 4U + 2p + s, i.e. gates i (p 0, s 0),
 //   f (p 0, s 1), g (p 1, s 0), o (p 1, s 1); its 2 x 8 recurrent weights stay in registers
-//   for all steps (32 rows x 128 = 256 threads x 16 floats).
+//   for all steps (32 rows x 128 = 256 threads x 16 floats);
+// - TF32 mode: lane l = 8 g + m (g = 2 s + (q >> 3), m = q & 7): gate g (0..3), chain m
+//   (0..7, covering k = 16m .. 16m+15); each thread holds one (row, chain) pair, row 4U + g,
+//   its 16 weights in the same registers (r[0]: k = 16m .. 16m+7, r[1]: the rest).
 // Per step s >= 1 (step 0 has h = 0: the dot is +0.0f and nothing is read; the lane only loads
 // its gate inputs):
 // 1. load phase (coop.cuh's bl_coop_receive, shared with recurrence_tiled.cu): the block's 256
@@ -58,7 +63,9 @@
 //    h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch);
 // 2. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
 //    next step's load phase never overwrites what this step reads);
-// 3. each thread computes its two chains for every window of the tile (h from shared memory);
+// 3. each thread computes its two chains for every window of the tile (h from shared memory;
+//    TF32 mode: its one chain, bl_dot_chain<16>'s FMAs as two 8-term parts, the second
+//    continuing from the first);
 // 4. the 16 chains of a row live in the 16 lanes of a half-warp; a transpose-reduce sums them:
 //    at level offset o = 1, 2, 4, 8 each lane keeps half of its windows (the upper half when
 //    q & o) and adds the partner lane's (q ^ o) partial sums of those windows. Level 1 adds
@@ -66,11 +73,23 @@
 //    ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)) ... of numerics.cuh (addition order inside each
 //    + is irrelevant: IEEE addition is commutative). Afterwards lane q holds full dots for
 //    windows 2 rev4(q) + {0, 1} (tile height 32), rev4(q) (16) or rev3(q & 7) (8; there the last
-//    level adds whole halves and both lanes hold the sum);
+//    level adds whole halves and both lanes hold the sum).
+//    TF32 mode: the 8 chains of a row live in the 8 lanes m of a group g; the same
+//    transpose-reduce at offsets 1, 2, 4 (coop.cuh's bl_coop_reduce_chains_tf32): level 1 adds
+//    chains m and m^1, level 2 those pairs, level 4 those quads: exactly section 8's tree
+//    ((c0+c1)+(c2+c3))+((c4+c5)+(c6+c7)). Afterwards lane m holds gate g's dots for windows
+//    (TH / 8) rev3(m) + j, j < TH / 8, at tile height TH;
 // 5. one shuffle per pair across the halves (lane ^ 16) gives each lane all four gates of one
 //    window: tile height 32: half s owns window 2 rev4(q) + s; 16: both halves own rev4(q); 8:
 //    lanes q and q ^ 8 of both halves own rev3(q & 7). Redundant owners compute bitwise the
-//    same cell; one of them (the writer: s == 0, and q < 8 for height 8) stores;
+//    same cell; one of them (the writer: s == 0, and q < 8 for height 8) stores.
+//    TF32 mode: two gather levels (bl_wide_gather_tf32; 4 shuffles at height 32, 3 at 16 and
+//    8) trade dots between the groups without adding: at lane ^ 8 (gate bit 0) a lane keeps the
+//    upper half of its windows when g & 1, else the lower, and receives gate g ^ 1's dots of
+//    them; at lane ^ 16 (gate bit 1) it keeps the upper of the two left (height 32) when g & 2
+//    and receives gates g ^ 2 and g ^ 3 (a level with one window left trades it whole). Each
+//    lane thus owns window 4 rev3(m) + 2 (g & 1) + (g >> 1) (32), 2 rev3(m) + (g & 1) (16) or
+//    rev3(m) (8): the window the same lane owns in FP32 mode, with the same writer;
 // 6. pre-activations (proj + dot) + bias, the cell update (state c in a register of the
 //    owning lane), h written to out and published to slot s % 2 with a relaxed 64-bit store
 //    (coop.cuh's bl_coop_cell, shared with recurrence_tiled.cu).
@@ -82,7 +101,10 @@
 // bitwise the same as the transpose-reduce's (each level adds the same two subtree sums, and
 // IEEE addition is commutative); the shuffle across the halves gathers the four gates, and only
 // lane 0 of each warp (the writer of (unit U, window 0) in the general path too) loads the gate
-// inputs and runs the cell. kernels/tests/wide_mapping.rs replays both paths lane by lane.
+// inputs and runs the cell. TF32 mode: each thread computes its one chain for window 0 (4
+// LDS.128 + 16 FFMA), a butterfly at offsets 1, 2, 4 gives every lane of a group section 8's
+// tree of its row, and the gather levels at lane ^ 8 and lane ^ 16 trade whole values.
+// kernels/tests/wide_mapping.rs replays both paths of both modes lane by lane.
 
 #ifndef BILSTM_HIDDEN
 #error "bilstm kernels are compiled with the -D options of bilstm_core::geometry::defines()"
@@ -101,6 +123,8 @@ constexpr int BL_WIDE_H_STRIDE = BILSTM_HIDDEN + BL_WIDE_UPB;
 constexpr int BL_WIDE_HALF = BILSTM_WARP_THREADS / 2;
 // Lane bits of the chain index (16 chains: 4 bits).
 constexpr int BL_WIDE_CHAIN_BITS = 4;
+// TF32 mode: lanes of a row's 8 chains (an 8-lane group; lane = 8 gate + chain).
+constexpr int BL_WIDE_TF32_GROUP = BILSTM_TF32_DOT_CHAINS;
 
 static_assert(BL_WIDE_WARPS == BL_WIDE_UPB, "one warp per owned unit");
 static_assert(BILSTM_GATES == 4, "a unit's four gates are two pairs of two half-warps");
@@ -111,6 +135,8 @@ static_assert(BILSTM_DOT_CHAIN_TERMS == 8, "a chain is two float4 of h");
 static_assert(BL_WIDE_UPB * BILSTM_WIDE_BLOCKS_PER_TILE == BILSTM_HIDDEN, "blocks cover the units");
 static_assert(BILSTM_WIDE_MAX_TILE_HEIGHT == 32, "tile heights 8, 16 and 32 are instantiated");
 static_assert(BL_WIDE_H_STRIDE % 4 == 0, "float4 rows");
+static_assert(BL_WIDE_TF32_GROUP * BILSTM_GATES == BILSTM_WARP_THREADS,
+              "TF32 mode: a unit's 4 rows x 8 chains fill a warp");
 
 // Two chains (pairs 0 and 1 of this lane) of every window 0 .. TH - 1 of the staged h.
 template <int TH>
@@ -125,6 +151,38 @@ __device__ __forceinline__ void bl_wide_chains(const float (*stage)[BL_WIDE_H_ST
         acc0[n] = bl_dot_chain8(r[0], h);
         acc1[n] = bl_dot_chain8(r[1], h);
     }
+}
+
+// TF32 mode: the chain of every window 0 .. TH - 1 of the staged h that this lane holds.
+template <int TH>
+__device__ __forceinline__ void bl_wide_chains_tf32(const float (*stage)[BL_WIDE_H_STRIDE], int chain,
+                                                    const float (&r)[2][BILSTM_DOT_CHAIN_TERMS],
+                                                    float (&acc)[BILSTM_WIDE_MAX_TILE_HEIGHT]) {
+#pragma unroll
+    for (int n = 0; n < TH; ++n) {
+        float h0[BILSTM_DOT_CHAIN_TERMS];
+        float h1[BILSTM_DOT_CHAIN_TERMS];
+        bl_coop_chain_h_tf32<BL_WIDE_H_STRIDE>(stage, n, chain, h0, h1);
+        acc[n] = bl_coop_dot_chain_tf32(r[0], r[1], h0, h1);
+    }
+}
+
+// TF32 mode: the four gates (i, f, g, o) of the owned window from the reduced dots d[0 .. N) of
+// this lane's gate (N = tile height / 8, or 1 on the one-window path; d[j] is window
+// N rev3(chain) + j): level lane ^ 8 (gate bit 0) keeps d[N/2 ..) when gate & 1, else d[.. N/2),
+// and receives gate ^ 1's dots of those windows; level lane ^ 16 (gate bit 1) keeps the upper
+// of the two left (N 4) when gate & 2, else the lower, and receives gate ^ 2's and gate ^ 3's
+// dots of it; a level with one window left trades it whole.
+template <int N>
+__device__ __forceinline__ float4 bl_wide_gather_tf32(int gate, float (&d)[BILSTM_WIDE_MAX_TILE_HEIGHT]) {
+    constexpr int KEPT = N > 1 ? N / 2 : 1;
+    float d1[KEPT];
+    float d2[1];
+    float d3[1];
+    bl_coop_gather_level<N, BL_WIDE_TF32_GROUP>(d, d1, (gate & 1) != 0);
+    bl_coop_gather_level<KEPT, 2 * BL_WIDE_TF32_GROUP>(d, d2, (gate & 2) != 0);
+    bl_coop_gather_level<KEPT, 2 * BL_WIDE_TF32_GROUP>(d1, d3, (gate & 2) != 0);
+    return bl_coop_gates_tf32(gate, d[0], d1[0], d2[0], d3[0]);
 }
 
 // The four gates (i, f, g, o) of the owned window from the reduced pairs: pair 0 holds gate
@@ -149,13 +207,21 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_para
     const int lane = tid % BILSTM_WARP_THREADS;
     const int half = lane / BL_WIDE_HALF;
     const int q = lane % BL_WIDE_HALF;
+    // TF32 mode's lane roles: lane = 8 gate + chain.
+    const int gate = lane / BL_WIDE_TF32_GROUP;
+    const int chain = lane % BL_WIDE_TF32_GROUP;
     const bl_u32 unit = b.block * BL_WIDE_UPB + warp;
 
-    // The recurrent weights of this thread's two (row, chain) pairs, for all steps.
+    // The recurrent weights of this thread's two (row, chain) pairs (TF32 mode: of its one
+    // 16-term (row, chain) pair), for all steps.
     float r[2][BILSTM_DOT_CHAIN_TERMS];
+    if constexpr (FAST) {
+        bl_coop_chain_weights_tf32(p, unit * BILSTM_GATES + gate, chain, r[0], r[1]);
+    } else {
 #pragma unroll
-    for (int pair = 0; pair < 2; ++pair) {
-        bl_coop_chain_weights(p, unit * BILSTM_GATES + 2 * pair + half, q, r[pair]);
+        for (int pair = 0; pair < 2; ++pair) {
+            bl_coop_chain_weights(p, unit * BILSTM_GATES + 2 * pair + half, q, r[pair]);
+        }
     }
     const float4 bias = *reinterpret_cast<const float4*>(p.bias + unit * BILSTM_GATES);
 
@@ -190,18 +256,25 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_para
                                                                    unit, gates_in)) {
                 return;
             }
-            float acc0[BILSTM_WIDE_MAX_TILE_HEIGHT];
-            float acc1[BILSTM_WIDE_MAX_TILE_HEIGHT];
-            bl_wide_chains<TH>(stage, q, r, acc0, acc1);
-            bl_coop_reduce_chains<TH>(acc0, q);
-            bl_coop_reduce_chains<TH>(acc1, q);
-            // Tile height 32: half s owns window 2 rev4(q) + s, in acc[s] after the reduction;
-            // otherwise both halves own the window in acc[0].
-            if constexpr (TH == 32) {
-                dots = bl_wide_gather(half, half ? acc0[1] : acc0[0], half ? acc1[1] : acc1[0],
-                                      half ? acc0[0] : acc0[1], half ? acc1[0] : acc1[1]);
+            if constexpr (FAST) {
+                float acc[BILSTM_WIDE_MAX_TILE_HEIGHT];
+                bl_wide_chains_tf32<TH>(stage, chain, r, acc);
+                bl_coop_reduce_chains_tf32<TH>(acc, chain);
+                dots = bl_wide_gather_tf32<TH / BL_WIDE_TF32_GROUP>(gate, acc);
             } else {
-                dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
+                float acc0[BILSTM_WIDE_MAX_TILE_HEIGHT];
+                float acc1[BILSTM_WIDE_MAX_TILE_HEIGHT];
+                bl_wide_chains<TH>(stage, q, r, acc0, acc1);
+                bl_coop_reduce_chains<TH>(acc0, q);
+                bl_coop_reduce_chains<TH>(acc1, q);
+                // Tile height 32: half s owns window 2 rev4(q) + s, in acc[s] after the reduction;
+                // otherwise both halves own the window in acc[0].
+                if constexpr (TH == 32) {
+                    dots = bl_wide_gather(half, half ? acc0[1] : acc0[0], half ? acc1[1] : acc1[0],
+                                          half ? acc0[0] : acc0[1], half ? acc1[0] : acc1[1]);
+                } else {
+                    dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
+                }
             }
         }
         bl_coop_cell<FAST>(p, b, step, row, unit, (bl_u32)warp, (bl_u32)own, gates_in, dots, bias, c, stores);
@@ -219,12 +292,19 @@ __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_
     const int lane = tid % BILSTM_WARP_THREADS;
     const int half = lane / BL_WIDE_HALF;
     const int q = lane % BL_WIDE_HALF;
+    // TF32 mode's lane roles: lane = 8 gate + chain.
+    const int gate = lane / BL_WIDE_TF32_GROUP;
+    const int chain = lane % BL_WIDE_TF32_GROUP;
     const bl_u32 unit = b.block * BL_WIDE_UPB + warp;
 
     float r[2][BILSTM_DOT_CHAIN_TERMS];
+    if constexpr (FAST) {
+        bl_coop_chain_weights_tf32(p, unit * BILSTM_GATES + gate, chain, r[0], r[1]);
+    } else {
 #pragma unroll
-    for (int pair = 0; pair < 2; ++pair) {
-        bl_coop_chain_weights(p, unit * BILSTM_GATES + 2 * pair + half, q, r[pair]);
+        for (int pair = 0; pair < 2; ++pair) {
+            bl_coop_chain_weights(p, unit * BILSTM_GATES + 2 * pair + half, q, r[pair]);
+        }
     }
     const bool owner = lane == 0;
     float4 bias = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -246,13 +326,20 @@ __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_
                                                                   gates_in)) {
                 return;
             }
-            float acc0[BILSTM_WIDE_MAX_TILE_HEIGHT];
-            float acc1[BILSTM_WIDE_MAX_TILE_HEIGHT];
-            bl_wide_chains<1>(stage, q, r, acc0, acc1);
             // Tile height 1 in the reduction: a butterfly, every lane ends with its row's dot.
-            bl_coop_reduce_chains<1>(acc0, q);
-            bl_coop_reduce_chains<1>(acc1, q);
-            dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
+            if constexpr (FAST) {
+                float acc[BILSTM_WIDE_MAX_TILE_HEIGHT];
+                bl_wide_chains_tf32<1>(stage, chain, r, acc);
+                bl_coop_reduce_chains_tf32<1>(acc, chain);
+                dots = bl_wide_gather_tf32<1>(gate, acc);
+            } else {
+                float acc0[BILSTM_WIDE_MAX_TILE_HEIGHT];
+                float acc1[BILSTM_WIDE_MAX_TILE_HEIGHT];
+                bl_wide_chains<1>(stage, q, r, acc0, acc1);
+                bl_coop_reduce_chains<1>(acc0, q);
+                bl_coop_reduce_chains<1>(acc1, q);
+                dots = bl_wide_gather(half, acc0[0], acc1[0], acc0[0], acc1[0]);
+            }
         }
         if (owner) {
             bl_coop_cell<FAST>(p, b, step, row, unit, (bl_u32)warp, 0u, gates_in, dots, bias, c, true);
