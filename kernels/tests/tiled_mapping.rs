@@ -2,13 +2,19 @@
 //! transpose-reduce over the 16 chains of a half-warp for 8 windows, then the gather of a unit's
 //! four gates across the halves, must give every owning lane exactly the fixed pairwise tree of
 //! `numerics.cuh` for its unit, window and gate, and every (unit, window) cell of a warp must
-//! have exactly one writer.
+//! have exactly one writer. TF32 mode (`numerics.cuh` section 8) likewise: lane `8 g + m`
+//! computes the 16-term chain m of gate g's rows of both units, three levels sum the 8 chains of
+//! its group and three shuffles gather a unit's four gates, which must give every owning lane
+//! `tree8` of the 8 chains of its unit, window and gate, in the cell FP32 mode's lane owns.
 //!
 //! The model restates the kernel's index arithmetic (it cannot run CUDA); keep the two in step.
 
 mod lane_model;
 
-use lane_model::{LANES, bit_reverse, reduce_level, shfl_xor, tree16, value};
+use lane_model::{
+    HIDDEN, LANES, bit_reverse, gates_tf32, gather_level, reduce_chains_tf32, reduce_level,
+    shfl_xor, tf32_dot, tf32_lane_chain, tf32_other_shapes_differ, tree16, value,
+};
 
 /// Windows per tile (`TILED_WINDOWS`).
 const TH: usize = 8;
@@ -69,5 +75,104 @@ fn every_owning_lane_gets_the_tree_of_its_unit_window_and_gate() {
     assert!(
         writers.iter().flatten().all(|&w| w == 1),
         "each (unit, window) has one writer: {writers:?}"
+    );
+}
+
+/// The rows `r[a][gate]` of a warp's units U_0 and U_1 and the staged h of its windows.
+type Tf32Data = (Vec<Vec<Vec<f32>>>, Vec<Vec<f32>>);
+
+/// TF32 mode's test data of one warp: the four gate rows of each of its two units and the
+/// staged h of the 8 windows, `HIDDEN` order-sensitive values each.
+fn tf32_data(seed: u64) -> Tf32Data {
+    let row = |i: usize| -> Vec<f32> {
+        (0..HIDDEN)
+            .map(|k| value(seed * 1_000_003 + (i * HIDDEN + k) as u64))
+            .collect()
+    };
+    let r = (0..2)
+        .map(|a| (0..4).map(|gate| row(4 * a + gate)).collect())
+        .collect();
+    (r, (8..8 + TH).map(row).collect())
+}
+
+/// TF32 mode's reduction and gather (`bl_recurrence_tiled<true>`): lane `8 g + m` computes
+/// chain m of row `r[a][g]` for each window and unit a, `bl_coop_reduce_chains_tf32<8>` on each
+/// unit's dots, then level lane ^ 16 (upper: half = gate bit 1) over the two units and level
+/// lane ^ 8 on the kept unit's dots of this gate and of gate ^ 2: the four gates each lane ends
+/// with.
+fn tf32_tiled(r: &[Vec<Vec<f32>>], h: &[Vec<f32>]) -> [[f32; 4]; LANES] {
+    let mut acc = [[[0.0f32; TH]; LANES]; 2];
+    for (a, acc_a) in acc.iter_mut().enumerate() {
+        for (lane, lane_acc) in acc_a.iter_mut().enumerate() {
+            let (g, m) = (lane / 8, lane % 8);
+            for (n, slot) in lane_acc.iter_mut().enumerate() {
+                *slot = tf32_lane_chain(&r[a][g], &h[n], m);
+            }
+        }
+        reduce_chains_tf32(acc_a, TH);
+    }
+    let mut units: [[f32; 2]; LANES] = std::array::from_fn(|l| [acc[0][l][0], acc[1][l][0]]);
+    let half: [bool; LANES] = std::array::from_fn(|l| l / 16 == 1);
+    let odd: [bool; LANES] = std::array::from_fn(|l| (l / 8) & 1 != 0);
+    let mut d1 = [[0.0f32; 1]; LANES];
+    let mut d2 = [[0.0f32; 1]; LANES];
+    let mut d3 = [[0.0f32; 1]; LANES];
+    gather_level(&mut units, &mut d2, 2, 16, &half);
+    gather_level(&mut units, &mut d1, 1, 8, &odd);
+    gather_level(&mut d2, &mut d3, 1, 8, &odd);
+    std::array::from_fn(|l| gates_tf32(l / 8, [units[l][0], d1[l][0], d2[l][0], d3[l][0]]))
+}
+
+#[test]
+fn tf32_every_owning_lane_gets_the_tree8_of_its_unit_window_and_gate() {
+    for seed in 0..16u64 {
+        let (r, h) = tf32_data(seed);
+        let gates = tf32_tiled(&r, &h);
+        let mut writers = [[0usize; TH]; 2];
+        for (lane, got) in gates.iter().enumerate() {
+            // FP32 mode's ownership, the same in TF32 mode: unit `half`, window rev3(q & 7),
+            // writer q < 8.
+            let (half, q) = (lane / 16, lane % 16);
+            let window = bit_reverse(q & (TH - 1), 3);
+            for (gate, &got) in got.iter().enumerate() {
+                assert_eq!(
+                    got.to_bits(),
+                    tf32_dot(&r[half][gate], &h[window]).to_bits(),
+                    "seed {seed}, lane {lane}, unit {half}, window {window}, gate {gate}"
+                );
+            }
+            if q < TH {
+                writers[half][window] += 1;
+            }
+        }
+        assert!(
+            writers.iter().flatten().all(|&w| w == 1),
+            "each (unit, window) has one writer: {writers:?}"
+        );
+    }
+}
+
+#[test]
+fn tf32_the_values_make_the_tree_shape_visible() {
+    // Sanity: for the test's data, the tree with its levels swapped, left-to-right summation
+    // and FP32 mode's dot often give other bits than section 8's tree, so the test above pins
+    // the tree's shape and the chains.
+    let mut differing = [0usize; 3];
+    let mut sets = 0;
+    for seed in 0..16u64 {
+        let (r, h) = tf32_data(seed);
+        for row in r.iter().flatten() {
+            for window in &h {
+                let differ = tf32_other_shapes_differ(row, window);
+                for (count, d) in differing.iter_mut().zip(differ) {
+                    *count += usize::from(d);
+                }
+                sets += 1;
+            }
+        }
+    }
+    assert!(
+        differing.iter().all(|&d| d * 4 > sets),
+        "only {differing:?} of {sets} sets are order-sensitive"
     );
 }

@@ -3,7 +3,11 @@
 //! across the halves must give every owning lane exactly the fixed pairwise tree of
 //! `numerics.cuh` for its window and gate, for tile heights 8, 16 and 32, and so must the
 //! one-window path (`bl_recurrence_wide_one`: a butterfly over window 0 only), bit for bit equal
-//! to the general path's writer. The load phase of `exchange.cuh` (`bl_exchange_issue` /
+//! to the general path's writer. TF32 mode (`numerics.cuh` section 8) likewise: lane
+//! `8 g + m` computes the 16-term chain m of gate g's row, three levels sum the 8 chains of its
+//! group and two gather levels bring a window's four gates together, which must give every
+//! owning lane `tree8` of the 8 chains of its window and gate, in the window FP32 mode's lane
+//! owns, on both paths. The load phase of `exchange.cuh` (`bl_exchange_issue` /
 //! `bl_exchange_await`) must read every word it needs exactly once, and re-polling must wait
 //! only as long as the slowest word.
 //!
@@ -13,7 +17,8 @@ mod lane_model;
 
 use lane_model::{
     BLOCK_THREADS, HIDDEN, LANES, bit_reverse, exchange_element, exchange_words_per_thread,
-    reduce_level, repoll, shfl_xor, tree16, value,
+    gates_tf32, gather_level, reduce_chains_tf32, reduce_level, repoll, shfl_xor, tf32_dot,
+    tf32_lane_chain, tf32_other_shapes_differ, tree16, value,
 };
 
 /// Units per producer block (`WIDE_UNITS_PER_BLOCK`).
@@ -202,6 +207,143 @@ fn the_one_window_path_gives_the_owner_the_tree_and_the_general_paths_bits() {
             );
         }
     }
+}
+
+/// TF32 mode's test data of one warp (unit U): its four gate rows `r[gate]` and the staged h of
+/// `windows` windows, `HIDDEN` order-sensitive values each.
+fn tf32_data(seed: u64, windows: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let row = |i: usize| -> Vec<f32> {
+        (0..HIDDEN)
+            .map(|k| value(seed * 1_000_003 + (i * HIDDEN + k) as u64))
+            .collect()
+    };
+    (
+        (0..4).map(row).collect(),
+        (4..4 + windows).map(row).collect(),
+    )
+}
+
+/// `bl_wide_gather_tf32<N>`: level lane ^ 8 (upper: gate bit 0) over `n` windows, then level
+/// lane ^ 16 (upper: gate bit 1) over the kept ones, on this gate's dots and on gate ^ 1's.
+fn tf32_gather(n: usize, mut d: [[f32; 32]; LANES]) -> [[f32; 4]; LANES] {
+    let kept = (n / 2).max(1);
+    let gate_bit = |bit: usize| -> [bool; LANES] { std::array::from_fn(|l| (l / 8) & bit != 0) };
+    let mut d1 = [[0.0f32; 2]; LANES];
+    let mut d2 = [[0.0f32; 1]; LANES];
+    let mut d3 = [[0.0f32; 1]; LANES];
+    gather_level(&mut d, &mut d1, n, 8, &gate_bit(1));
+    gather_level(&mut d, &mut d2, kept, 16, &gate_bit(2));
+    gather_level(&mut d1, &mut d3, kept, 16, &gate_bit(2));
+    std::array::from_fn(|l| gates_tf32(l / 8, [d[l][0], d1[l][0], d2[l][0], d3[l][0]]))
+}
+
+/// TF32 mode's general path for tile height `th` (`bl_recurrence_wide<TH, true>`): lane
+/// `8 g + m` computes chain m of row `r[g]` for every window, `bl_coop_reduce_chains_tf32<TH>`,
+/// then the gather: the four gates each lane ends with.
+fn tf32_general_path(th: usize, r: &[Vec<f32>], h: &[Vec<f32>]) -> [[f32; 4]; LANES] {
+    let mut acc = [[0.0f32; 32]; LANES];
+    for (lane, lane_acc) in acc.iter_mut().enumerate() {
+        let (g, m) = (lane / 8, lane % 8);
+        for (n, slot) in lane_acc.iter_mut().enumerate().take(th) {
+            *slot = tf32_lane_chain(&r[g], &h[n], m);
+        }
+    }
+    reduce_chains_tf32(&mut acc, th);
+    tf32_gather(th / 8, acc)
+}
+
+/// TF32 mode's one-window path (`bl_recurrence_wide_one<true>`): each lane's chain of window 0,
+/// the butterfly (tile height 1), then the gather with one window.
+fn tf32_one_window_path(r: &[Vec<f32>], h: &[Vec<f32>]) -> [[f32; 4]; LANES] {
+    let mut acc = [[0.0f32; 32]; LANES];
+    for (lane, lane_acc) in acc.iter_mut().enumerate() {
+        lane_acc[0] = tf32_lane_chain(&r[lane / 8], &h[0], lane % 8);
+    }
+    reduce_chains_tf32(&mut acc, 1);
+    tf32_gather(1, acc)
+}
+
+#[test]
+fn tf32_every_owning_lane_gets_the_tree8_of_its_window_and_gate() {
+    for th in [8usize, 16, 32] {
+        for seed in 0..8u64 {
+            let (r, h) = tf32_data(seed * 100 + th as u64, th);
+            let gates = tf32_general_path(th, &r, &h);
+            let mut writers = vec![0usize; th];
+            for (lane, got) in gates.iter().enumerate() {
+                // The window and writer of FP32 mode's lane: the same in TF32 mode.
+                let (window, writer) = owner(th, lane);
+                for (gate, &got) in got.iter().enumerate() {
+                    assert_eq!(
+                        got.to_bits(),
+                        tf32_dot(&r[gate], &h[window]).to_bits(),
+                        "th {th}, seed {seed}, lane {lane}, window {window}, gate {gate}"
+                    );
+                }
+                if writer {
+                    writers[window] += 1;
+                }
+            }
+            assert!(
+                writers.iter().all(|&w| w == 1),
+                "th {th}: each window has one writer: {writers:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tf32_the_one_window_path_gives_every_lane_the_tree8_and_the_general_paths_bits() {
+    for seed in 0..64u64 {
+        let (r, h) = tf32_data(seed, 32);
+        let one = tf32_one_window_path(&r, &h);
+        // Every lane (lane 0 is the owner and writer) has the tree of every gate of window 0.
+        for (lane, gates) in one.iter().enumerate() {
+            for (gate, &got) in gates.iter().enumerate() {
+                assert_eq!(
+                    got.to_bits(),
+                    tf32_dot(&r[gate], &h[0]).to_bits(),
+                    "seed {seed} lane {lane} gate {gate}"
+                );
+            }
+        }
+        for th in [8usize, 16, 32] {
+            let general = tf32_general_path(th, &r, &h[..th]);
+            let writer = (0..LANES)
+                .find(|&l| owner(th, l) == (0, true))
+                .expect("window 0 has a writer");
+            assert_eq!(
+                general[writer].map(f32::to_bits),
+                one[0].map(f32::to_bits),
+                "seed {seed}, tile height {th}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tf32_the_values_make_the_tree_shape_visible() {
+    // Sanity: for the TF32 tests' data, the tree with its levels swapped, left-to-right
+    // summation and FP32 mode's dot often give other bits than section 8's tree, so the tests
+    // above pin the tree's shape and the chains (and not just the set of terms).
+    let mut differing = [0usize; 3];
+    let mut sets = 0;
+    for seed in 0..8u64 {
+        let (r, h) = tf32_data(seed * 100 + 32, 32);
+        for row in &r {
+            for window in &h {
+                let differ = tf32_other_shapes_differ(row, window);
+                for (count, d) in differing.iter_mut().zip(differ) {
+                    *count += usize::from(d);
+                }
+                sets += 1;
+            }
+        }
+    }
+    assert!(
+        differing.iter().all(|&d| d * 4 > sets),
+        "only {differing:?} of {sets} sets are order-sensitive"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Shared pieces of the lane-by-lane CPU models of the recurrence kernels' dot-product
-//! reductions (`tiled_mapping.rs`, `resident_mapping.rs`): the fixed tree of `numerics.cuh`, a
-//! warp shuffle, bit reversal and order-sensitive test values.
+//! reductions (`wide_mapping.rs`, `tiled_mapping.rs`, `resident_mapping.rs`, ...): the fixed
+//! trees of `numerics.cuh`, a warp shuffle, bit reversal, the cooperative kernels' TF32-mode
+//! levels (`coop.cuh`) and order-sensitive test values.
 
 #![allow(dead_code)]
 
@@ -36,6 +37,37 @@ pub fn bit_reverse(x: usize, bits: u32) -> usize {
     (x as u32).reverse_bits().wrapping_shr(32 - bits) as usize
 }
 
+/// `numerics.cuh` section 8, TF32 mode's recurrent dot of row `r` with `h` (`HIDDEN` terms
+/// each): `tree8` of the 8 chains of 16 terms, chain m over k = 16m .. 16m+15 from 0.0.
+pub fn tf32_dot(r: &[f32], h: &[f32]) -> f32 {
+    tree8(&std::array::from_fn(|m| {
+        chain(&r[16 * m..16 * m + 16], &h[16 * m..16 * m + 16], 0.0)
+    }))
+}
+
+/// `bl_coop_dot_chain_tf32` (`coop.cuh`): chain `m` of row `r` with `h` as a cooperative
+/// kernel's lane computes it, the 8 terms of its second part continuing from its first part's.
+pub fn tf32_lane_chain(r: &[f32], h: &[f32], m: usize) -> f32 {
+    let (a, b) = (16 * m, 16 * m + 8);
+    chain(&r[b..b + 8], &h[b..b + 8], chain(&r[a..b], &h[a..b], 0.0))
+}
+
+/// Whether three other ways of summing row `r` with `h` give other bits than [`tf32_dot`]: the
+/// 8 chains added in the tree with its levels swapped (`((c0+c4)+(c2+c6))+((c1+c5)+(c3+c7))`:
+/// shuffle offsets 4, 2, 1 instead of 1, 2, 4), added left to right, and FP32 mode's dot
+/// ([`tree16`] of 16 chains of 8 terms).
+pub fn tf32_other_shapes_differ(r: &[f32], h: &[f32]) -> [bool; 3] {
+    let c: [f32; 8] =
+        std::array::from_fn(|m| chain(&r[16 * m..16 * m + 16], &h[16 * m..16 * m + 16], 0.0));
+    let swapped = ((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7]));
+    let left_to_right = c.iter().fold(0.0f32, |s, &x| s + x);
+    let fp32 = tree16(&std::array::from_fn(|j| {
+        chain(&r[8 * j..8 * j + 8], &h[8 * j..8 * j + 8], 0.0)
+    }));
+    let want = tree8(&c).to_bits();
+    [swapped, left_to_right, fp32].map(|x| x.to_bits() != want)
+}
+
 /// One transpose-reduce level over `n` values per lane with partner offset `offset` (the
 /// kernels' `*_reduce_level<N, OFFSET>`): lanes whose chain index (`lane % 16`) has the
 /// `offset` bit keep the upper half of `v[0 .. n)`, the others the lower half, and add the
@@ -60,6 +92,55 @@ pub fn reduce_level<const W: usize>(v: &mut [[f32; W]; LANES], n: usize, offset:
             v[l][i] = keep[l] + recv[l];
         }
     }
+}
+
+/// `bl_coop_reduce_chains_tf32<TH>` (`coop.cuh`): TF32 mode's levels over the 8 chains of an
+/// 8-lane group (chain `lane % 8`; [`reduce_level`]'s `lane % 16` has the same bits 0..2),
+/// offsets 1, 2, 4 over `th`, `th / 2`, `th / 4` values (at least 1: `th == 1` is a butterfly).
+pub fn reduce_chains_tf32<const W: usize>(v: &mut [[f32; W]; LANES], th: usize) {
+    reduce_level(v, th, 1);
+    reduce_level(v, (th / 2).max(1), 2);
+    reduce_level(v, (th / 4).max(1), 4);
+}
+
+/// `bl_coop_gather_level<N, OFFSET>` (`coop.cuh`, TF32 mode): lane `l` keeps the upper half of
+/// `v[l][0 .. n)` when `upper[l]`, else the lower half (into `v[l][0 .. n / 2)`), and receives
+/// the partner's (`l ^ offset`) values of the kept half into `t[l][0 .. n / 2)`; `n == 1`:
+/// `t[l][0]` is the partner's `v[l][0]`.
+pub fn gather_level<const W: usize, const T: usize>(
+    v: &mut [[f32; W]; LANES],
+    t: &mut [[f32; T]; LANES],
+    n: usize,
+    offset: usize,
+    upper: &[bool; LANES],
+) {
+    if n == 1 {
+        let mine: [f32; LANES] = std::array::from_fn(|l| v[l][0]);
+        let recv = shfl_xor(&mine, offset);
+        for l in 0..LANES {
+            t[l][0] = recv[l];
+        }
+        return;
+    }
+    for i in 0..n / 2 {
+        let send: [f32; LANES] =
+            std::array::from_fn(|l| if upper[l] { v[l][i] } else { v[l][i + n / 2] });
+        let keep: [f32; LANES] =
+            std::array::from_fn(|l| if upper[l] { v[l][i + n / 2] } else { v[l][i] });
+        let recv = shfl_xor(&send, offset);
+        for l in 0..LANES {
+            v[l][i] = keep[l];
+            t[l][i] = recv[l];
+        }
+    }
+}
+
+/// `bl_coop_gates_tf32` (`coop.cuh`): the gates (i, f, g, o) from a lane's dots `d[x]` of gate
+/// `gate ^ x`, by the kernel's selects.
+pub fn gates_tf32(gate: usize, d: [f32; 4]) -> [f32; 4] {
+    let (odd, high) = (gate & 1 != 0, gate & 2 != 0);
+    let e = if odd { [d[1], d[0], d[3], d[2]] } else { d };
+    if high { [e[2], e[3], e[0], e[1]] } else { e }
 }
 
 /// The cluster kernel's select-free level (`bl_cl_reduce_level`): every lane keeps `v[0 .. n/2)`
