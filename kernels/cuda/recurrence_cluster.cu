@@ -20,14 +20,14 @@
 //   (x / 2) W + W - 1 that exist in direction x % 2 (both directions of a layer in one launch; a
 //   last cluster with fewer windows computes a copy of its last window in the missing slot and
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
-//   static shared: two hidden vectors of W * BILSTM_HIDDEN floats and two 8-byte mbarriers
-//   (1,040 bytes for W = 1, 2,064 for W = 2). The register quads: no dynamic shared memory;
+//   static shared: two hidden vectors of W padded rows of BILSTM_QUAD_H_ROW_FLOATS floats and
+//   two 8-byte mbarriers (1,296 bytes for W = 1, 2,576 for W = 2). The register quads: no dynamic shared memory;
 //   static, two hidden vectors of W rows of BILSTM_QUAD_H_ROW_FLOATS floats (the padded row) and
 //   two mbarriers a quad (5,136 bytes for W = 4, 10,272 for W = 8). The window tile (W = 16):
 //   dynamic shared
 //   BILSTM_HIDDEN * BILSTM_GATE_ROWS / 2 floats (131,072 bytes, geometry
-//   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and the same static
-//   layout as the one-window kernel (16,400 bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds
+//   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and static, two
+//   hidden slots of BILSTM_HIDDEN x W floats and two mbarriers (16,400 bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds
 //   the dynamic bytes of W = 4 / 8 / 16.
 // - Parameters: bl_recurrence_cluster_params (120 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
@@ -156,6 +156,25 @@ constexpr int BL_CL_TERMS = BILSTM_DOT_CHAIN_TERMS;
 constexpr bl_u32 BL_CL_STEP_BYTES = BILSTM_HIDDEN * (bl_u32)sizeof(float);
 
 static_assert(BILSTM_CLUSTER_GROUP_LANES == BILSTM_DOT_CHAINS, "FP32 mode's row groups: lane j holds chain j");
+
+// The padded row of h in shared memory (geometry QUAD_PIECE_FLOATS, QUAD_H_ROW_FLOATS): eight
+// pieces of 16 units, 20 floats apart, so that eight lanes reading their own piece with 16-byte
+// loads hit distinct banks (bank 20 m mod 32 differs for m < 8). The register quads read it so
+// (lane m: units 16 m .. 16 m + 15), and so do the one- and two-window kernels in TF32 mode,
+// whose 8-lane groups read one 16-term chain of h a lane: unpadded, lanes m and m + 2 of a load
+// phase would share banks (16 m mod 32 takes two values), 4-way conflicts.
+constexpr int BL_CL_PIECE = BILSTM_TF32_DOT_CHAIN_TERMS;
+constexpr int BL_CL_PIECE_STRIDE = BILSTM_QUAD_PIECE_FLOATS;
+constexpr int BL_CL_H_ROW = BILSTM_QUAD_H_ROW_FLOATS;
+static_assert(BL_CL_PIECE == 2 * BL_CL_TERMS && BL_CL_H_ROW == (BILSTM_HIDDEN / BL_CL_PIECE) * BL_CL_PIECE_STRIDE,
+              "eight pieces of 16 units");
+static_assert(BL_CL_PIECE_STRIDE % 32 == 20 && BL_CL_H_ROW % 32 == 0,
+              "pieces 20 floats apart: banks 20 m mod 32 differ for m < 8, in every window");
+
+// The float index of unit u in a padded row of h.
+__device__ __forceinline__ bl_u32 bl_cl_h_index(bl_u32 u) {
+    return (u / BL_CL_PIECE) * BL_CL_PIECE_STRIDE + u % BL_CL_PIECE;
+}
 static_assert(BL_CL_TERMS == 8, "a chain is two float4 of h");
 static_assert(BL_CL_THREADS % BILSTM_WARP_THREADS == 0, "whole warps");
 static_assert(BILSTM_GATES == 4, "gates i, f, g, o");
@@ -321,10 +340,11 @@ __device__ __forceinline__ T& bl_cl_static_shared() {
     return shared;
 }
 
-// The static shared memory of bl_recurrence_cluster<S, W, FAST>.
+// The static shared memory of bl_recurrence_cluster<S, W, FAST>: h_s[slot][window] is a padded
+// row (bl_cl_h_index) in TF32 mode; FP32 mode uses its first 128 floats, unit u at u.
 template <int W>
 struct __align__(16) bl_cl_shared {
-    float h_s[2][W][BILSTM_HIDDEN];
+    float h_s[2][W][BL_CL_H_ROW];
     bl_u64 bar[2];
 };
 
@@ -410,6 +430,14 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const int cell = lane % UNITS_PER_GROUP;
     const int unit_in_group = LEVELS == 4 ? ((cell & 1) << 1) | (cell >> 1) : cell;
     const bl_u32 unit = group * UNITS_PER_GROUP + unit_in_group;
+    // Where h of a unit lies in a slot's row: padded in TF32 mode (bl_cl_h_index), else at the
+    // unit's index; the cell lane pushes its unit's there, lane j reads its chain's 16 (8) units
+    // from H_LANE_STRIDE j on, and writer lane l reads units 4l .. 4l + 3 (one float4, in one
+    // piece either way).
+    constexpr int H_LANE_STRIDE = FAST ? BL_CL_PIECE_STRIDE : TERMS;
+    static_assert(!FAST || TERMS == BL_CL_PIECE, "TF32 mode: a lane's chain is one piece");
+    const bl_u32 h_index = FAST ? bl_cl_h_index(unit) : unit;
+    const bl_u32 writer_index = FAST ? bl_cl_h_index(4u * (bl_u32)lane32) : 4u * (bl_u32)lane32;
     const int gate = 2 * ((lane >> (LEVELS - 2)) & 1) + ((lane >> (LEVELS - 1)) & 1);
     const bool is_g = gate == 2;
     const float* gates_at = proj + unit * BILSTM_GATES + gate;
@@ -480,7 +508,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
 #pragma unroll
             for (int w = 0; w < W; ++w) {
                 float h[TERMS];
-                const float4* h4 = reinterpret_cast<const float4*>(&h_s[prev][w][lane * TERMS]);
+                const float4* h4 = reinterpret_cast<const float4*>(&h_s[prev][w][lane * H_LANE_STRIDE]);
 #pragma unroll
                 for (int q = 0; q < TERMS / 4; ++q) {
                     const float4 a = h4[q];
@@ -508,7 +536,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
             if (writer) {
 #pragma unroll
                 for (int w = 0; w < W; ++w) {
-                    row[w] = reinterpret_cast<const float4*>(&h_s[prev][w][0])[lane32];
+                    row[w] = *reinterpret_cast<const float4*>(&h_s[prev][w][writer_index]);
                 }
             }
         }
@@ -535,7 +563,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
                 const float h = bl_lstm_cell_activated_g<FAST>(act_i[w], act_f[w], act_g[w], act_o[w], &c[w]);
                 if (!stalled) {
                     const bl_u32 dst =
-                        h_addr0 + ((slot * W + w) * BILSTM_HIDDEN + unit) * (bl_u32)sizeof(float);
+                        h_addr0 + ((slot * W + w) * BL_CL_H_ROW + h_index) * (bl_u32)sizeof(float);
                     const bl_u32 done = bar_addr0 + 8u * slot;
 #pragma unroll
                     for (int q = 0; q < S; ++q) {
@@ -576,7 +604,7 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
             float4 row[W];
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-                row[w] = reinterpret_cast<const float4*>(&h_s[last & 1u][w][0])[lane32];
+                row[w] = *reinterpret_cast<const float4*>(&h_s[last & 1u][w][writer_index]);
             }
             const bl_u32 last_frame = direction == 0 ? last : 0u;
             bl_cl_write_rows<W>(p, row, window_row, valid, last_frame, direction, lane32);
@@ -881,29 +909,17 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // 31.30 with the pointers too, against 32.43; batch 256 8.05 / 7.91 against 8.21; ncu (batch
 // 256, layer 1, the pipeline alone): issue active 79.1 %, 1.26 ms. Bits equal to every other
 // kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
-// Lanes of a quad kernel's row group, rows a group, floats of a lane's piece of h and the
-// distance between pieces (padded so that eight lanes' 16-byte loads hit distinct banks;
-// geometry QUAD_GROUP_LANES, QUAD_PIECE_FLOATS, QUAD_H_ROW_FLOATS).
+// Lanes of a quad kernel's row group and rows a group (geometry QUAD_GROUP_LANES); its h rows
+// are the padded rows above (BL_CL_H_ROW, bl_cl_h_index).
 constexpr int BL_QD_LANES = BILSTM_QUAD_GROUP_LANES;
 constexpr int BL_QD_ROWS = 8;
-constexpr int BL_QD_PIECE = 2 * BL_CL_TERMS;
-constexpr int BL_QD_PIECE_STRIDE = BILSTM_QUAD_PIECE_FLOATS;
-constexpr int BL_QD_H_ROW = BILSTM_QUAD_H_ROW_FLOATS;
-static_assert(BILSTM_HIDDEN == BL_QD_LANES * BL_QD_PIECE && BL_QD_H_ROW == BL_QD_LANES * BL_QD_PIECE_STRIDE,
-              "eight lanes cover h");
-static_assert(BL_QD_PIECE_STRIDE % 32 == 20 && BL_QD_H_ROW % 32 == 0,
-              "pieces 20 floats apart: banks 20 m mod 32 differ for m < 8, in every window");
-
-// The shared-slot float index of unit u in a quad kernel's padded row of h.
-__device__ __forceinline__ bl_u32 bl_qd_index(bl_u32 u) {
-    return (u / BL_QD_PIECE) * BL_QD_PIECE_STRIDE + u % BL_QD_PIECE;
-}
+static_assert(BILSTM_HIDDEN == BL_QD_LANES * BL_CL_PIECE, "eight lanes cover h");
 
 // The static shared memory of bl_recurrence_cluster_quad<G, FAST> (bl_cl_static_shared):
 // h_s[slot][quad][window in quad][padded unit]; bar[slot * G + quad].
 template <int G>
 struct __align__(16) bl_qd_shared {
-    float h_s[2][G][4][BL_QD_H_ROW];
+    float h_s[2][G][4][BL_CL_H_ROW];
     bl_u64 bar[2 * G];
 };
 
@@ -982,7 +998,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
     const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
     const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0][0]);
-    const bl_u32 my_index = bl_qd_index(unit);
+    const bl_u32 my_index = bl_cl_h_index(unit);
     bl_cl_init_step_barriers<2 * G>(tid, bar_addr0);
     bl_cl_cluster_sync();
 
@@ -1021,7 +1037,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
             const int w = ((q ^ wb1) << 1) | (s ^ wb0);
-            const float* piece = &h_s[from][g][w][lane * BL_QD_PIECE_STRIDE];
+            const float* piece = &h_s[from][g][w][lane * BL_CL_PIECE_STRIDE];
             float h0[BL_CL_TERMS];
             bl_load8(h0, piece);
             float c0[ROWS];
@@ -1065,7 +1081,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         if (!stalled) {
             const bl_u32 sl = s & 1u;
             const bl_u32 dst =
-                h_addr0 + (((sl * G + (bl_u32)g) * Q + (bl_u32)mine) * BL_QD_H_ROW + my_index) * (bl_u32)sizeof(float);
+                h_addr0 + (((sl * G + (bl_u32)g) * Q + (bl_u32)mine) * BL_CL_H_ROW + my_index) * (bl_u32)sizeof(float);
             const bl_u32 done = bar_addr0 + 8u * (sl * G + (bl_u32)g);
 #pragma unroll
             for (int q = 0; q < S; ++q) {

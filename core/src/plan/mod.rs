@@ -233,9 +233,12 @@ pub const CLUSTER2_REGISTERS: u32 = 198;
 /// (2026-12-01): 118 (`__launch_bounds__(256, 2)`: two CTAs per SM; the driver reported 62
 /// co-resident 4-CTA clusters on the H200).
 pub const CLUSTER4_REGISTERS: u32 = 118;
-/// Static shared bytes of the cluster recurrence (either size): the double-buffered hidden
-/// vector (2 x 128 floats) plus two 8-byte mbarriers. A design figure; the driver's replaces it.
-pub const CLUSTER_STATIC_SHARED_BYTES: usize = 2 * HIDDEN * F32_BYTES + 2 * MBARRIER_BYTES;
+/// Static shared bytes of the one-window cluster recurrence (either size): the double-buffered
+/// hidden vector as two padded rows of [`QUAD_H_ROW_FLOATS`] floats (TF32 mode's 8-lane groups
+/// read it without bank conflicts) plus two 8-byte mbarriers: 1,296. A design figure; the
+/// driver's replaces it.
+pub const CLUSTER_STATIC_SHARED_BYTES: usize =
+    2 * QUAD_H_ROW_FLOATS * F32_BYTES + 2 * MBARRIER_BYTES;
 
 /// Bytes of one mbarrier object (PTX ISA: `.b64`).
 const MBARRIER_BYTES: usize = 8;
