@@ -82,8 +82,9 @@ __device__ __forceinline__ float4 bl_coop_gate_inputs(const bl_recurrence_coop_p
 // The load phase of step `step` >= 1 over WINDOWS windows of every producer (exchange.cuh), with
 // this lane's gate inputs for the step (bl_coop_gate_inputs(p, gate_valid, row, unit)) loaded
 // after the exchange loads are issued and before they are awaited, then the step's one
-// barrier. Returns true when some thread of the block gave up: the caller must leave the kernel.
-template <int WINDOWS, int UPB, int H_STRIDE>
+// barrier. FAST (TF32 mode): h is staged in padded rows (exchange.cuh's bl_stage_h_index).
+// Returns true when some thread of the block gave up: the caller must leave the kernel.
+template <int WINDOWS, int UPB, int H_STRIDE, bool FAST>
 __device__ __forceinline__ bool bl_coop_receive(const bl_recurrence_coop_params& p,
                                                 const bl_coop_block& b, bl_u32 step,
                                                 float (*stage)[H_STRIDE], bool gate_valid,
@@ -92,10 +93,10 @@ __device__ __forceinline__ bool bl_coop_receive(const bl_recurrence_coop_params&
     const bl_u32 slot = (step - 1) & 1u;
     const bl_u64* base = p.exchange + bl_word_index(b.layout, p.direction, b.tile, slot, 0, 0, 0);
     bl_u64 words[bl_exchange_words_per_thread<WINDOWS>()];
-    const bl_u32 pending = bl_exchange_issue<WINDOWS, UPB, H_STRIDE>(base, b.layout.block_stride,
-                                                                      b.valid_windows, words, stage);
+    const bl_u32 pending = bl_exchange_issue<WINDOWS, UPB, H_STRIDE, FAST>(base, b.layout.block_stride,
+                                                                            b.valid_windows, words, stage);
     gates_in = bl_coop_gate_inputs(p, gate_valid, row, unit);
-    const bool aborted = bl_exchange_await<WINDOWS, UPB, H_STRIDE>(
+    const bool aborted = bl_exchange_await<WINDOWS, UPB, H_STRIDE, FAST>(
         base, b.layout.block_stride, words, pending, want, p.spin_timeout_ns, p.error, p.layer,
         p.direction, step, stage);
     return __syncthreads_or(aborted) != 0;
@@ -196,14 +197,16 @@ __device__ __forceinline__ void bl_coop_chain_weights_tf32(const bl_recurrence_c
     bl_coop_chain_weights(p, row, 2 * m + 1, r1);
 }
 
-// TF32 mode: chain m's 16 values of h for `window` from the staged hidden state, in the two
-// parts of bl_coop_chain_weights_tf32.
+// TF32 mode: chain m's 16 values of h for `window` from the staged hidden state (padded rows:
+// the chain's units are 16 consecutive floats at bl_stage_h_index<true>(16m)), in the two parts
+// of bl_coop_chain_weights_tf32.
 template <int H_STRIDE>
 __device__ __forceinline__ void bl_coop_chain_h_tf32(const float (*stage)[H_STRIDE], int window, int m,
                                                      float (&h0)[BILSTM_DOT_CHAIN_TERMS],
                                                      float (&h1)[BILSTM_DOT_CHAIN_TERMS]) {
-    bl_coop_chain_h<H_STRIDE>(stage, window, 2 * m, h0);
-    bl_coop_chain_h<H_STRIDE>(stage, window, 2 * m + 1, h1);
+    const float* chain = &stage[window][bl_stage_h_index<true>(m * BILSTM_TF32_DOT_CHAIN_TERMS)];
+    bl_load8(h0, chain);
+    bl_load8(h1, chain + BILSTM_DOT_CHAIN_TERMS);
 }
 
 // TF32 mode: one 16-term chain from its two parts (bl_coop_chain_weights_tf32,

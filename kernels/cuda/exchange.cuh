@@ -78,13 +78,43 @@ __device__ __forceinline__ void bl_exchange_report_lost(int* error, bl_u32 layer
 // a producer is at window x UPB + unit whatever the tile height). Element e of the
 // HIDDEN x WINDOWS words (producer e / (WINDOWS x UPB), window (e / UPB) % WINDOWS, unit e % UPB)
 // is read by thread e % BILSTM_BLOCK_THREADS as its word e / BILSTM_BLOCK_THREADS, and its value
-// staged in stage[window][producer * UPB + unit]. It runs in two halves, so that the caller can
-// issue other loads (the gate inputs) behind the critical exchange loads:
+// staged in stage[window][bl_stage_h_index<PADDED>(producer * UPB + unit)] (rows H_STRIDE floats
+// apart; the layout below). It runs in two halves, so that the caller can issue other loads (the
+// gate inputs) behind the critical exchange loads:
 // 1. bl_exchange_issue: every word of the thread is loaded, all before any is awaited; words of
 //    windows >= valid_windows are neither read nor awaited (their staged value is 0);
 // 2. bl_exchange_await: passes over the thread's words; each pass stages every word that
 //    carries the wanted flag and then re-loads every word that does not yet, all at once, so a
 //    stale word costs one more round trip for all of them together (not one per word in turn).
+//
+// Staged row layout (unit u of the layer):
+// - unpadded (FP32 mode): u at u;
+// - padded (TF32 mode): spans of 32 units, 36 floats apart: u at (u / 32) * 36 + u % 32, a row
+//   of 144 floats. TF32 mode's 8-lane groups read chain m's units 16m .. 16m+15 (two chains a
+//   span) as four 16-byte loads at float 16m + 4 (m / 2) + 4t of the row: banks
+//   16 (m % 2) + 4 (m / 2) + 4t (mod 32), eight distinct 4-bank groups for m = 0..7, so each
+//   load phase is conflict-free (unpadded, 16m + 4t: two groups, 4-way conflicts).
+// The stores of one pass of a warp are 32 consecutive elements: with WINDOWS >= 8, the UPB units
+// of one producer in 32 / UPB consecutive windows; on the one-window path units 32w .. 32w+31.
+// UPB divides 32, so a producer's units lie in one span and are UPB consecutive floats in either
+// layout, and a stride H_STRIDE = UPB x odd starts the 32 / UPB windows' rows at distinct
+// multiples of UPB banks: 32 distinct banks; units 32w .. 32w+31 are one span, 32 consecutive
+// floats. (The quads' 20-float pieces, recurrence_cluster.cu, read as well, but they put a
+// one-window warp's two pieces 20 floats apart, its stores 2-way on 4 banks, and take rows of
+// 160 floats.)
+constexpr int BL_STAGE_SPAN = BILSTM_WARP_THREADS;
+constexpr int BL_STAGE_SPAN_STRIDE = BL_STAGE_SPAN + 4;
+constexpr int BL_STAGE_PADDED_ROW = (BILSTM_HIDDEN / BL_STAGE_SPAN) * BL_STAGE_SPAN_STRIDE;
+static_assert(BL_STAGE_SPAN == 2 * BILSTM_TF32_DOT_CHAIN_TERMS && BILSTM_HIDDEN % BL_STAGE_SPAN == 0,
+              "two TF32 chains a span, whole spans a row");
+static_assert(BL_STAGE_SPAN_STRIDE % 32 == 4 && (BILSTM_HIDDEN / BL_STAGE_SPAN) * 4 <= 16,
+              "spans one 4-bank group apart: the groups 4 (m / 2) stay below the second chain's 16");
+
+// The float index of unit u in a staged row.
+template <bool PADDED>
+__device__ __forceinline__ int bl_stage_h_index(int u) {
+    return PADDED ? (u / BL_STAGE_SPAN) * BL_STAGE_SPAN_STRIDE + u % BL_STAGE_SPAN : u;
+}
 
 // Words per thread of a load phase over WINDOWS windows.
 template <int WINDOWS>
@@ -110,13 +140,18 @@ struct bl_exchange_element {
 
 // Half 1 of the load phase: issues this thread's loads into `words` and returns the bit mask of
 // the words it must await (bit i: words[i]). Windows >= valid_windows are staged as 0 here.
-template <int WINDOWS, int UPB, int H_STRIDE>
+template <int WINDOWS, int UPB, int H_STRIDE, bool PADDED>
 __device__ __forceinline__ bl_u32 bl_exchange_issue(
     const bl_u64* base, bl_u32 block_stride, bl_u32 valid_windows,
     bl_u64 (&words)[bl_exchange_words_per_thread<WINDOWS>()], float (*stage)[H_STRIDE]) {
     constexpr int WORDS = bl_exchange_words_per_thread<WINDOWS>();
     constexpr int TOTAL = WINDOWS * BILSTM_HIDDEN;
     static_assert(WORDS <= 32, "the pending words fit a 32-bit mask");
+    static_assert(H_STRIDE >= (PADDED ? BL_STAGE_PADDED_ROW : BILSTM_HIDDEN) && H_STRIDE % 4 == 0,
+                  "float4 rows hold the layout");
+    static_assert(BL_STAGE_SPAN % UPB == 0 && H_STRIDE % UPB == 0 && (H_STRIDE / UPB) % 2 == 1 &&
+                      (WINDOWS == 1 || WINDOWS * UPB % BILSTM_WARP_THREADS == 0),
+                  "a warp's 32 stores of a pass hit 32 distinct banks");
     bl_u32 pending = 0u;
 #pragma unroll
     for (int i = 0; i < WORDS; ++i) {
@@ -128,7 +163,7 @@ __device__ __forceinline__ bl_u32 bl_exchange_issue(
                 words[i] = bl_ld_relaxed_u64(base + el.offset(block_stride));
                 pending |= 1u << i;
             } else {
-                stage[el.window][el.producer * UPB + el.unit] = 0.0f;
+                stage[el.window][bl_stage_h_index<PADDED>(el.producer * UPB + el.unit)] = 0.0f;
             }
         }
     }
@@ -141,7 +176,7 @@ __device__ __forceinline__ bl_u32 bl_exchange_issue(
 // and records the lost partner {layer, direction, step}; a non-zero error[0] (another block
 // gave up) ends it without recording. Returns whether this thread gave up: the caller ends the
 // step with __syncthreads_or of it and leaves the kernel when any thread did.
-template <int WINDOWS, int UPB, int H_STRIDE>
+template <int WINDOWS, int UPB, int H_STRIDE, bool PADDED>
 __device__ __forceinline__ bool bl_exchange_await(
     const bl_u64* base, bl_u32 block_stride, bl_u64 (&words)[bl_exchange_words_per_thread<WINDOWS>()],
     bl_u32 pending, bl_u32 want, bl_u64 timeout_ns, int* error, bl_u32 layer, bl_u32 direction,
@@ -157,7 +192,8 @@ __device__ __forceinline__ bool bl_exchange_await(
             if ((pending & (1u << i)) != 0u && bl_exchange_word_flag(words[i]) == want) {
                 const bl_exchange_element<WINDOWS, UPB> el(
                     (int)threadIdx.x + i * BILSTM_BLOCK_THREADS);
-                stage[el.window][el.producer * UPB + el.unit] = bl_exchange_word_value(words[i]);
+                stage[el.window][bl_stage_h_index<PADDED>(el.producer * UPB + el.unit)] =
+                    bl_exchange_word_value(words[i]);
                 pending &= ~(1u << i);
             }
         }

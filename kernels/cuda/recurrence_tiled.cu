@@ -11,7 +11,8 @@
 //   blockIdx.x % BILSTM_TILED_BLOCKS_PER_TILE, the tile is tile_offset + blockIdx.x /
 //   BILSTM_TILED_BLOCKS_PER_TILE. Block: (BILSTM_BLOCK_THREADS, 1, 1). Dynamic shared bytes: 0
 //   (static: two hidden-state stages of BILSTM_TILED_WINDOWS x (BILSTM_HIDDEN +
-//   BILSTM_TILED_UNITS_PER_BLOCK) floats, 9,216 bytes).
+//   BILSTM_TILED_UNITS_PER_BLOCK) floats, 9,216 bytes; TF32 mode's padded rows of exchange.cuh
+//   are 144 floats too, so both modes use the same array and stride).
 // - Parameters: bl_recurrence_coop_params (coop.cuh, 120 bytes; shared with
 //   recurrence_wide.cu), mirrored by bilstm_kernels::params::RecurrenceCoopParams.
 // - Preconditions: tile_height == BILSTM_TILED_WINDOWS (any other value: every block returns at
@@ -64,12 +65,14 @@
 //    loads the projection float4 (i, f, g, o) of the cell it owns (below), behind the exchange
 //    loads; then passes re-load every word whose flag is not yet layer * frames + s, all
 //    together, until all are, staging the values in h_s[(s - 1) % 2][window][unit] (zeros for
-//    windows >= batch);
+//    windows >= batch); TF32 mode stages them in exchange.cuh's padded rows (unit u at
+//    (u / 32) * 36 + u % 32);
 // 2. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
 //    next step's load phase never overwrites what this step reads);
 // 3. each thread computes its four chains for each of the 8 windows (h from shared memory;
 //    TF32 mode: its two chains, bl_dot_chain<16>'s FMAs as two 8-term parts, the second
-//    continuing from the first);
+//    continuing from the first, their 16 values of h four LDS.128 that the padded rows make
+//    conflict-free);
 // 4. the 16 chains of a row live in the 16 lanes of a half-warp; the transpose-reduce of
 //    recurrence_wide.cu for 8-window tiles (coop.cuh's bl_coop_reduce_chains) sums them: at level offset o = 1, 2, 4 each lane keeps
 //    half of its windows (the upper half when q & o) and adds the partner lane's (q ^ o) partial
@@ -112,8 +115,9 @@ constexpr int BL_TILED_HALF = BILSTM_WARP_THREADS / 2;
 // Units per warp (one per half-warp in the cell phase) and (row, chain) pairs per thread.
 constexpr int BL_TILED_UNITS_PER_WARP = BL_TILED_UPB / BL_TILED_WARPS;
 constexpr int BL_TILED_PAIRS = BL_TILED_UNITS_PER_WARP * 2;
-// Row stride of the staged hidden state: one producer's units of padding, so the stores of a
-// warp's 32 consecutive words (16 units x 2 windows) fall in 32 distinct banks.
+// Row stride of the staged hidden state in both modes: one producer's units of padding (16 x an
+// odd number), so the stores of a warp's 32 consecutive words (16 units x 2 windows) fall in 32
+// distinct banks; TF32 mode's padded rows (exchange.cuh, 144 floats) fit it.
 constexpr int BL_TILED_H_STRIDE = BILSTM_HIDDEN + BL_TILED_UPB;
 // Lane bits of the window index after the reduction (8 windows: 3 bits).
 constexpr int BL_TILED_WINDOW_BITS = 3;
@@ -130,7 +134,7 @@ static_assert(BILSTM_DOT_CHAIN_TERMS == 8, "a chain is two float4 of h");
 static_assert(BL_TILED_TH == (1 << BL_TILED_WINDOW_BITS), "the reduction is written for 8 windows");
 static_assert(BL_TILED_UPB * BILSTM_TILED_BLOCKS_PER_TILE == BILSTM_HIDDEN, "blocks cover the units");
 static_assert(BL_TILED_TH * BILSTM_HIDDEN % BILSTM_BLOCK_THREADS == 0, "the load phase splits evenly");
-static_assert(BL_TILED_H_STRIDE % 4 == 0, "float4 rows");
+static_assert(BL_STAGE_PADDED_ROW <= BL_TILED_H_STRIDE, "TF32 mode's padded rows fit the stride");
 static_assert(BL_TILED_TF32_GROUP * BILSTM_GATES == BILSTM_WARP_THREADS,
               "TF32 mode: 4 gate rows x 8 chains of each unit fill a warp");
 static_assert(BL_TILED_TF32_PAIRS * 2 == BL_TILED_PAIRS, "TF32 mode: the same 32 weights a thread");
@@ -190,7 +194,7 @@ __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_par
             gates_in = bl_coop_gate_inputs(p, own_valid, row, own_unit);
         } else {
             float(*stage)[BL_TILED_H_STRIDE] = h_s[(step - 1) & 1u];
-            if (bl_coop_receive<BL_TILED_TH, BL_TILED_UPB, BL_TILED_H_STRIDE>(
+            if (bl_coop_receive<BL_TILED_TH, BL_TILED_UPB, BL_TILED_H_STRIDE, FAST>(
                     p, b, step, stage, own_valid, row, own_unit, gates_in)) {
                 return;
             }

@@ -9,8 +9,9 @@
 // - Grid: (tiles_in_launch * BILSTM_WIDE_BLOCKS_PER_TILE, 1, 1); block b of a tile is blockIdx.x
 //   % BILSTM_WIDE_BLOCKS_PER_TILE, the tile is tile_offset + blockIdx.x /
 //   BILSTM_WIDE_BLOCKS_PER_TILE. Block: (BILSTM_BLOCK_THREADS, 1, 1). Dynamic shared bytes: 0
-//   (static: two hidden-state stages of BILSTM_WIDE_MAX_TILE_HEIGHT x (BILSTM_HIDDEN +
-//   BILSTM_WIDE_UNITS_PER_BLOCK) floats, 34,816 bytes).
+//   (static: two hidden-state stages of BILSTM_WIDE_MAX_TILE_HEIGHT rows, sized for TF32 mode's
+//   rows of 152 floats (exchange.cuh's padded row of 144 + BILSTM_WIDE_UNITS_PER_BLOCK); FP32
+//   mode's rows are BILSTM_HIDDEN + BILSTM_WIDE_UNITS_PER_BLOCK = 136 floats: 38,912 bytes).
 // - Parameters: bl_recurrence_coop_params (coop.cuh, 120 bytes; shared with
 //   recurrence_tiled.cu), mirrored by bilstm_kernels::params::RecurrenceCoopParams.
 // - Preconditions: tile_height is 8, 16 or 32 (<= BILSTM_WIDE_MAX_TILE_HEIGHT; the same compiled
@@ -60,12 +61,14 @@
 //    order); then each lane loads the projection float4 (i, f, g, o of unit U) of the window it
 //    owns, behind the exchange loads; then passes re-load every word whose flag is not yet
 //    layer * frames + s, all together, until all are, staging the values in
-//    h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch);
+//    h_s[(s - 1) % 2][window][unit] (zeros for windows >= batch); TF32 mode stages them in
+//    exchange.cuh's padded rows (unit u at (u / 32) * 36 + u % 32, rows 152 floats apart);
 // 2. __syncthreads_or(aborted): the one barrier of the step (h_s is double-buffered, so the
 //    next step's load phase never overwrites what this step reads);
 // 3. each thread computes its two chains for every window of the tile (h from shared memory;
 //    TF32 mode: its one chain, bl_dot_chain<16>'s FMAs as two 8-term parts, the second
-//    continuing from the first);
+//    continuing from the first, its 16 values of h four LDS.128 that the padded rows make
+//    conflict-free);
 // 4. the 16 chains of a row live in the 16 lanes of a half-warp; a transpose-reduce sums them:
 //    at level offset o = 1, 2, 4, 8 each lane keeps half of its windows (the upper half when
 //    q & o) and adds the partner lane's (q ^ o) partial sums of those windows. Level 1 adds
@@ -117,9 +120,18 @@
 
 constexpr int BL_WIDE_WARPS = BILSTM_BLOCK_THREADS / BILSTM_WARP_THREADS;
 constexpr int BL_WIDE_UPB = BILSTM_WIDE_UNITS_PER_BLOCK;
-// Row stride of the staged hidden state: one producer's units of padding, so the stores of a
-// warp's 32 consecutive words (8 units x 4 windows) fall in 32 distinct banks.
+// Row strides of the staged hidden state: the mode's row (exchange.cuh) plus one producer's
+// units, 8 x an odd number, so the stores of a warp's 32 consecutive words (8 units x 4
+// windows) fall in 32 distinct banks: FP32 mode 128 + 8, TF32 mode 144 + 8 (its padded rows).
 constexpr int BL_WIDE_H_STRIDE = BILSTM_HIDDEN + BL_WIDE_UPB;
+constexpr int BL_WIDE_TF32_H_STRIDE = BL_STAGE_PADDED_ROW + BL_WIDE_UPB;
+constexpr int bl_wide_h_stride(bool fast) {
+    return fast ? BL_WIDE_TF32_H_STRIDE : BL_WIDE_H_STRIDE;
+}
+// A mode's two stages, h_s[slot][window][bl_stage_h_index<FAST>(unit)], in the entry's one array
+// (sized for the longer TF32 rows; FP32 mode uses its first 2 x 32 x 136 floats, as before).
+template <bool FAST>
+using bl_wide_stages = float (*)[BILSTM_WIDE_MAX_TILE_HEIGHT][bl_wide_h_stride(FAST)];
 constexpr int BL_WIDE_HALF = BILSTM_WARP_THREADS / 2;
 // Lane bits of the chain index (16 chains: 4 bits).
 constexpr int BL_WIDE_CHAIN_BITS = 4;
@@ -134,7 +146,7 @@ static_assert(BILSTM_DOT_CHAINS * BILSTM_DOT_CHAIN_TERMS == BILSTM_HIDDEN, "chai
 static_assert(BILSTM_DOT_CHAIN_TERMS == 8, "a chain is two float4 of h");
 static_assert(BL_WIDE_UPB * BILSTM_WIDE_BLOCKS_PER_TILE == BILSTM_HIDDEN, "blocks cover the units");
 static_assert(BILSTM_WIDE_MAX_TILE_HEIGHT == 32, "tile heights 8, 16 and 32 are instantiated");
-static_assert(BL_WIDE_H_STRIDE % 4 == 0, "float4 rows");
+static_assert(BL_WIDE_TF32_H_STRIDE >= BL_WIDE_H_STRIDE, "the entry's array is sized for TF32 mode");
 static_assert(BL_WIDE_TF32_GROUP * BILSTM_GATES == BILSTM_WARP_THREADS,
               "TF32 mode: a unit's 4 rows x 8 chains fill a warp");
 
@@ -155,14 +167,14 @@ __device__ __forceinline__ void bl_wide_chains(const float (*stage)[BL_WIDE_H_ST
 
 // TF32 mode: the chain of every window 0 .. TH - 1 of the staged h that this lane holds.
 template <int TH>
-__device__ __forceinline__ void bl_wide_chains_tf32(const float (*stage)[BL_WIDE_H_STRIDE], int chain,
+__device__ __forceinline__ void bl_wide_chains_tf32(const float (*stage)[BL_WIDE_TF32_H_STRIDE], int chain,
                                                     const float (&r)[2][BILSTM_DOT_CHAIN_TERMS],
                                                     float (&acc)[BILSTM_WIDE_MAX_TILE_HEIGHT]) {
 #pragma unroll
     for (int n = 0; n < TH; ++n) {
         float h0[BILSTM_DOT_CHAIN_TERMS];
         float h1[BILSTM_DOT_CHAIN_TERMS];
-        bl_coop_chain_h_tf32<BL_WIDE_H_STRIDE>(stage, n, chain, h0, h1);
+        bl_coop_chain_h_tf32<BL_WIDE_TF32_H_STRIDE>(stage, n, chain, h0, h1);
         acc[n] = bl_coop_dot_chain_tf32(r[0], r[1], h0, h1);
     }
 }
@@ -199,7 +211,7 @@ __device__ __forceinline__ float4 bl_wide_gather(int half, float mine0, float mi
 // The general path: a tile of TH windows, TH of them staged and computed each step.
 template <int TH, bool FAST>
 __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_params& p, const bl_coop_block& b,
-                                                   float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
+                                                   bl_wide_stages<FAST> h_s) {
     static_assert(TH * BILSTM_HIDDEN % BILSTM_BLOCK_THREADS == 0, "the load phase splits evenly");
 
     const int tid = threadIdx.x;
@@ -251,9 +263,9 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_para
         if (step == 0) {
             gates_in = bl_coop_gate_inputs(p, own_valid, row, unit);
         } else {
-            float(*stage)[BL_WIDE_H_STRIDE] = h_s[(step - 1) & 1u];
-            if (bl_coop_receive<TH, BL_WIDE_UPB, BL_WIDE_H_STRIDE>(p, b, step, stage, own_valid, row,
-                                                                   unit, gates_in)) {
+            float(*stage)[bl_wide_h_stride(FAST)] = h_s[(step - 1) & 1u];
+            if (bl_coop_receive<TH, BL_WIDE_UPB, bl_wide_h_stride(FAST), FAST>(p, b, step, stage, own_valid,
+                                                                               row, unit, gates_in)) {
                 return;
             }
             if constexpr (FAST) {
@@ -286,7 +298,7 @@ __device__ __forceinline__ void bl_recurrence_wide(const bl_recurrence_coop_para
 // only; lane 0 of each warp owns the cell of (unit, window 0).
 template <bool FAST>
 __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_params& p, const bl_coop_block& b,
-                                                       float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
+                                                       bl_wide_stages<FAST> h_s) {
     const int tid = threadIdx.x;
     const int warp = tid / BILSTM_WARP_THREADS;
     const int lane = tid % BILSTM_WARP_THREADS;
@@ -321,9 +333,9 @@ __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_
         if (step == 0) {
             gates_in = bl_coop_gate_inputs(p, owner, row, unit);
         } else {
-            float(*stage)[BL_WIDE_H_STRIDE] = h_s[(step - 1) & 1u];
-            if (bl_coop_receive<1, BL_WIDE_UPB, BL_WIDE_H_STRIDE>(p, b, step, stage, owner, row, unit,
-                                                                  gates_in)) {
+            float(*stage)[bl_wide_h_stride(FAST)] = h_s[(step - 1) & 1u];
+            if (bl_coop_receive<1, BL_WIDE_UPB, bl_wide_h_stride(FAST), FAST>(p, b, step, stage, owner, row,
+                                                                              unit, gates_in)) {
                 return;
             }
             // Tile height 1 in the reduction: a butterfly, every lane ends with its row's dot.
@@ -350,7 +362,7 @@ __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_
 // The path for the tile's windows, with the gate activations FAST picks (once, at entry).
 template <bool FAST>
 __device__ __forceinline__ void bl_recurrence_wide_paths(const bl_recurrence_coop_params& p, const bl_coop_block& b,
-                                                         float (*h_s)[BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE]) {
+                                                         bl_wide_stages<FAST> h_s) {
     if (b.valid_windows == 1u) {
         bl_recurrence_wide_one<FAST>(p, b, h_s);
         return;
@@ -370,7 +382,7 @@ __device__ __forceinline__ void bl_recurrence_wide_paths(const bl_recurrence_coo
 
 extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS)
     bilstm_recurrence_wide(const bl_recurrence_coop_params p) {
-    __shared__ __align__(16) float h_s[2][BILSTM_WIDE_MAX_TILE_HEIGHT][BL_WIDE_H_STRIDE];
+    __shared__ __align__(16) float h_s[2 * BILSTM_WIDE_MAX_TILE_HEIGHT * BL_WIDE_TF32_H_STRIDE];
     if ((int)blockIdx.x == p.stall_block) {
         return;
     }
@@ -379,8 +391,8 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS)
     }
     const bl_coop_block b = bl_coop_block_of<BILSTM_WIDE_BLOCKS_PER_TILE, BL_WIDE_UPB>(p);
     if (p.fast_gates != 0u) {
-        bl_recurrence_wide_paths<true>(p, b, h_s);
+        bl_recurrence_wide_paths<true>(p, b, reinterpret_cast<bl_wide_stages<true>>(h_s));
     } else {
-        bl_recurrence_wide_paths<false>(p, b, h_s);
+        bl_recurrence_wide_paths<false>(p, b, reinterpret_cast<bl_wide_stages<false>>(h_s));
     }
 }

@@ -12,12 +12,17 @@
 mod lane_model;
 
 use lane_model::{
-    HIDDEN, LANES, bit_reverse, gates_tf32, gather_level, reduce_chains_tf32, reduce_level,
-    shfl_xor, tf32_dot, tf32_lane_chain, tf32_other_shapes_differ, tree16, value,
+    HIDDEN, LANES, bit_reverse, check_staged_row, check_tf32_loads, gates_tf32, gather_level,
+    load_phase_store_ways, reduce_chains_tf32, reduce_level, shfl_xor, tf32_dot, tf32_lane_chain,
+    tf32_other_shapes_differ, tree16, value,
 };
 
 /// Windows per tile (`TILED_WINDOWS`).
 const TH: usize = 8;
+/// Units per producer block (`TILED_UNITS_PER_BLOCK`).
+const UPB: usize = 16;
+/// Floats between staged rows in both modes (`BL_TILED_H_STRIDE`).
+const H_STRIDE: usize = HIDDEN + UPB;
 
 #[test]
 fn every_owning_lane_gets_the_tree_of_its_unit_window_and_gate() {
@@ -174,5 +179,27 @@ fn tf32_the_values_make_the_tree_shape_visible() {
     assert!(
         differing.iter().all(|&d| d * 4 > sets),
         "only {differing:?} of {sets} sets are order-sensitive"
+    );
+}
+
+/// The staged hidden state (`exchange.cuh`'s layouts at the kernel's one stride): in both modes
+/// every unit has its own float in its row (TF32 mode's padded row fills the stride); TF32
+/// mode's padded rows give each 16-byte load phase of its 8-lane groups 8 distinct 4-bank
+/// groups; every warp's stores of a load phase hit 32 distinct banks in both modes.
+#[test]
+fn the_staged_rows_are_one_to_one_and_conflict_free() {
+    assert_eq!(UPB, bilstm_core::geometry::TILED_UNITS_PER_BLOCK);
+    for padded in [false, true] {
+        check_staged_row(padded, H_STRIDE);
+        assert_eq!(
+            load_phase_store_ways(TH, UPB, H_STRIDE, padded),
+            1,
+            "padded {padded}"
+        );
+    }
+    check_tf32_loads();
+    assert_eq!(
+        2 * TH * H_STRIDE * 4,
+        bilstm_core::plan::TILED_STATIC_SHARED_BYTES
     );
 }

@@ -16,13 +16,20 @@
 mod lane_model;
 
 use lane_model::{
-    BLOCK_THREADS, HIDDEN, LANES, bit_reverse, exchange_element, exchange_words_per_thread,
-    gates_tf32, gather_level, reduce_chains_tf32, reduce_level, repoll, shfl_xor, tf32_dot,
+    BLOCK_THREADS, HIDDEN, LANES, STAGE_PADDED_ROW, bit_reverse, check_staged_row,
+    check_tf32_loads, exchange_element, exchange_words_per_thread, gates_tf32, gather_level,
+    load_phase_store_ways, reduce_chains_tf32, reduce_level, repoll, shfl_xor, tf32_dot,
     tf32_lane_chain, tf32_other_shapes_differ, tree16, value,
 };
 
 /// Units per producer block (`WIDE_UNITS_PER_BLOCK`).
 const UPB: usize = 8;
+/// Floats between FP32 mode's staged rows (`BL_WIDE_H_STRIDE`).
+const H_STRIDE: usize = HIDDEN + UPB;
+/// Floats between TF32 mode's padded staged rows (`BL_WIDE_TF32_H_STRIDE`).
+const TF32_H_STRIDE: usize = STAGE_PADDED_ROW + UPB;
+/// Windows of a stage (`WIDE_MAX_TILE_HEIGHT`).
+const MAX_TILE_HEIGHT: usize = 32;
 
 /// `bl_coop_reduce_chains<TH>` (`coop.cuh`); `th == 1` is the one-window path's butterfly.
 fn reduce_chains(v: &mut [[f32; 32]; LANES], th: usize) {
@@ -394,4 +401,30 @@ fn re_polling_waits_for_the_slowest_word_only() {
         let want: Vec<f32> = (0..ready_at.len()).map(|i| i as f32).collect();
         assert_eq!(staged, want);
     }
+}
+
+/// The staged hidden state (`exchange.cuh`'s layouts at the kernel's strides): in both modes
+/// every unit has its own float in its row; TF32 mode's padded rows give each 16-byte load
+/// phase of its 8-lane groups 8 distinct 4-bank groups; every warp's stores of a load phase hit
+/// 32 distinct banks in both modes, at tile heights 8, 16 and 32 and on the one-window path;
+/// the entry's one array holds two stages of 32 rows of the longer stride.
+#[test]
+fn the_staged_rows_are_one_to_one_and_conflict_free() {
+    assert_eq!(MAX_TILE_HEIGHT, bilstm_core::geometry::WIDE_MAX_TILE_HEIGHT);
+    assert_eq!(UPB, bilstm_core::geometry::WIDE_UNITS_PER_BLOCK);
+    for (padded, stride) in [(false, H_STRIDE), (true, TF32_H_STRIDE)] {
+        check_staged_row(padded, stride);
+        for windows in [1, 8, 16, 32] {
+            assert_eq!(
+                load_phase_store_ways(windows, UPB, stride, padded),
+                1,
+                "padded {padded}, windows {windows}"
+            );
+        }
+    }
+    check_tf32_loads();
+    assert_eq!(
+        2 * MAX_TILE_HEIGHT * H_STRIDE.max(TF32_H_STRIDE) * 4,
+        bilstm_core::plan::WIDE_STATIC_SHARED_BYTES
+    );
 }

@@ -208,14 +208,17 @@ pub const PROJ_WG_TF32_REGISTERS: u32 = 186;
 /// table entry.
 pub const WIDE_REGISTERS: u32 = 254;
 /// Static shared bytes of the compiled wide recurrence: two hidden-state stages of 32 windows x
-/// (128 + 8) floats (measured on the H200 by the driver, 2026-11-29).
-pub const WIDE_STATIC_SHARED_BYTES: usize = 34_816;
+/// 152 floats, the rows of TF32 mode's padded layout (144 floats, so that its 8-lane groups read
+/// h without bank conflicts) plus 8; FP32 mode uses rows of 128 + 8 floats of the same array
+/// (ptxas 13.0 for sm_90, 2026-12-03; 34,816 before the padded rows, measured on the H200 by
+/// the driver, 2026-11-29).
+pub const WIDE_STATIC_SHARED_BYTES: usize = 38_912;
 /// Registers per thread of the compiled tiled recurrence (the H200 driver and ptxas 13.0 for
 /// sm_90: 126 with the shared coop step code and the final-state stores, 2026-12-01; sm_80: 124;
 /// `__launch_bounds__(256, 2)` caps it at 128): two blocks per SM on every table entry.
 pub const TILED_REGISTERS: u32 = 126;
 /// Static shared bytes of the compiled tiled recurrence: two hidden-state stages of 8 windows x
-/// (128 + 16) floats.
+/// (128 + 16) floats, in both modes (TF32 mode's padded rows are 144 floats too).
 pub const TILED_STATIC_SHARED_BYTES: usize = 9_216;
 /// Registers per thread of the compiled resident recurrence (ptxas 13.0 for sm_90: 240 with the
 /// final-state stores, 2026-12-01; 238 before, the H200 driver's figure of 2026-11-29; 128 of

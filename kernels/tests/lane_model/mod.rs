@@ -1,7 +1,8 @@
 //! Shared pieces of the lane-by-lane CPU models of the recurrence kernels' dot-product
 //! reductions (`wide_mapping.rs`, `tiled_mapping.rs`, `resident_mapping.rs`, ...): the fixed
 //! trees of `numerics.cuh`, a warp shuffle, bit reversal, the cooperative kernels' TF32-mode
-//! levels (`coop.cuh`) and order-sensitive test values.
+//! levels (`coop.cuh`), their load phase and staged rows with its shared-memory banks
+//! (`exchange.cuh`) and order-sensitive test values.
 
 #![allow(dead_code)]
 
@@ -230,4 +231,87 @@ pub fn repoll(ready_at: &[usize]) -> (Vec<f32>, usize) {
             }
         }
     }
+}
+
+/// Units of a span of TF32 mode's padded staged rows (`BL_STAGE_SPAN`, `exchange.cuh`).
+pub const STAGE_SPAN: usize = 32;
+/// Floats from one span to the next (`BL_STAGE_SPAN_STRIDE`): a span and one 4-bank group.
+pub const STAGE_SPAN_STRIDE: usize = STAGE_SPAN + 4;
+/// Floats of a padded row (`BL_STAGE_PADDED_ROW`).
+pub const STAGE_PADDED_ROW: usize = HIDDEN / STAGE_SPAN * STAGE_SPAN_STRIDE;
+
+/// `bl_stage_h_index<PADDED>` (`exchange.cuh`): the float index of unit `u` in a staged row,
+/// `u` itself unpadded (FP32 mode), `(u / 32) * 36 + u % 32` padded (TF32 mode).
+pub fn stage_h_index(padded: bool, u: usize) -> usize {
+    if padded {
+        (u / STAGE_SPAN) * STAGE_SPAN_STRIDE + u % STAGE_SPAN
+    } else {
+        u
+    }
+}
+
+/// Checks a mode's staged rows of `stride` floats: every unit has its own float, all of them
+/// inside the row, and rows of 16-byte loads.
+pub fn check_staged_row(padded: bool, stride: usize) {
+    let mut seen = std::collections::HashSet::new();
+    for u in 0..HIDDEN {
+        let index = stage_h_index(padded, u);
+        assert!(
+            seen.insert(index),
+            "padded {padded}: unit {u} shares float {index}"
+        );
+        assert!(
+            index < stride,
+            "padded {padded}: unit {u} at {index} >= {stride}"
+        );
+    }
+    assert_eq!(stride % 4, 0, "float4 rows");
+}
+
+/// The 4-bank groups (16 bytes each, 8 to the 32 banks) that the 8 lanes `m` of one of TF32
+/// mode's load phases hit with load `t` (0..3) of their chains (`bl_coop_chain_h_tf32`: chain m
+/// is units 16m .. 16m+15, read from `stage_h_index(padded, 16 m)` on as four 16-byte loads;
+/// the row's start is the same for every lane, a multiple of 4 floats), after checking that
+/// each chain's 16 units are consecutive floats.
+pub fn tf32_load_groups(padded: bool, t: usize) -> std::collections::HashSet<usize> {
+    (0..8)
+        .map(|m| {
+            let start = stage_h_index(padded, 16 * m);
+            for k in 0..16 {
+                assert_eq!(stage_h_index(padded, 16 * m + k), start + k, "chain {m}");
+            }
+            (start + 4 * t) % 32 / 4
+        })
+        .collect()
+}
+
+/// Checks TF32 mode's reads of h: padded, each load phase's 8 lanes hit 8 distinct 4-bank
+/// groups (one wavefront); unpadded they would hit 2 (4-way conflicts).
+pub fn check_tf32_loads() {
+    for t in 0..4 {
+        assert_eq!(tf32_load_groups(true, t).len(), 8, "padded, load {t}");
+        assert_eq!(tf32_load_groups(false, t).len(), 2, "unpadded, load {t}");
+    }
+}
+
+/// The worst bank conflict of a load phase's stores (`bl_exchange_issue` / `bl_exchange_await`
+/// over `windows` windows of producers of `upb` units, staged at `stage_h_index(padded, unit)`
+/// in rows `stride` floats apart): over every warp and word `i` of its threads, the most distinct
+/// floats that one of the 32 banks takes (1: every such store is one wavefront).
+pub fn load_phase_store_ways(windows: usize, upb: usize, stride: usize, padded: bool) -> usize {
+    let mut worst = 0;
+    for warp in 0..BLOCK_THREADS / LANES {
+        for i in 0..exchange_words_per_thread(windows) {
+            let mut per_bank = vec![std::collections::HashSet::new(); 32];
+            for lane in 0..LANES {
+                let e = warp * LANES + lane + i * BLOCK_THREADS;
+                if let Some(((producer, window, unit), _)) = exchange_element(e, windows, upb, 0) {
+                    let float = window * stride + stage_h_index(padded, producer * upb + unit);
+                    per_bank[float % 32].insert(float);
+                }
+            }
+            worst = worst.max(per_bank.iter().map(|b| b.len()).max().unwrap_or(0));
+        }
+    }
+    worst
 }
