@@ -36,13 +36,21 @@ struct Mode {
 const FP32: Mode = Mode {
     lanes: DOT_CHAINS,
     terms: DOT_CHAIN_TERMS,
-    tree: |c| tree16(c.try_into().expect("16 chains")),
+    tree: |c| {
+        let mut chains = [0.0f32; 16];
+        chains.copy_from_slice(c);
+        tree16(&chains)
+    },
 };
 /// TF32 mode: `numerics.cuh` section 8.
 const TF32: Mode = Mode {
     lanes: TF32_DOT_CHAINS,
     terms: TF32_DOT_CHAIN_TERMS,
-    tree: |c| tree8(c.try_into().expect("8 chains")),
+    tree: |c| {
+        let mut chains = [0.0f32; 8];
+        chains.copy_from_slice(c);
+        tree8(&chains)
+    },
 };
 
 impl Mode {
