@@ -69,6 +69,28 @@ pub fn tf32_other_shapes_differ(r: &[f32], h: &[f32]) -> [bool; 3] {
     [swapped, left_to_right, fp32].map(|x| x.to_bits() != want)
 }
 
+/// Asserts that for more than a quarter of the (row, h) sets each of
+/// [`tf32_other_shapes_differ`]'s three other summations gives other bits than [`tf32_dot`], so
+/// that a lane model's bitwise check pins the tree's shape and the chains, not just the set of
+/// terms.
+pub fn assert_tf32_shapes_visible<'a>(sets: impl IntoIterator<Item = (&'a [f32], &'a [f32])>) {
+    let mut differing = [0usize; 3];
+    let mut count = 0;
+    for (row, window) in sets {
+        for (n, d) in differing
+            .iter_mut()
+            .zip(tf32_other_shapes_differ(row, window))
+        {
+            *n += usize::from(d);
+        }
+        count += 1;
+    }
+    assert!(
+        differing.iter().all(|&d| d * 4 > count),
+        "only {differing:?} of {count} sets are order-sensitive"
+    );
+}
+
 /// One transpose-reduce level over `n` values per lane with partner offset `offset` (the
 /// kernels' `*_reduce_level<N, OFFSET>`): lanes whose chain index (`lane % 16`) has the
 /// `offset` bit keep the upper half of `v[0 .. n)`, the others the lower half, and add the
