@@ -21,14 +21,13 @@
 //   last cluster with fewer windows computes a copy of its last window in the missing slot and
 //   writes nothing for it). Block: (BILSTM_CLUSTER_THREADS, 1, 1). No dynamic shared memory;
 //   static shared: two hidden vectors of W padded rows of BILSTM_QUAD_H_ROW_FLOATS floats and
-//   two 8-byte mbarriers (1,296 bytes for W = 1, 2,576 for W = 2). The register quads: no dynamic shared memory;
-//   static, two hidden vectors of W rows of BILSTM_QUAD_H_ROW_FLOATS floats (the padded row) and
-//   two mbarriers a quad (5,136 bytes for W = 4, 10,272 for W = 8). The window tile (W = 16):
-//   dynamic shared
-//   BILSTM_HIDDEN * BILSTM_GATE_ROWS / 2 floats (131,072 bytes, geometry
-//   CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit first) and static, two
-//   hidden slots of BILSTM_HIDDEN x W floats and two mbarriers (16,400 bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds
-//   the dynamic bytes of W = 4 / 8 / 16.
+//   two 8-byte mbarriers (1,296 bytes for W = 1, 2,576 for W = 2). The register quads: no
+//   dynamic shared memory; static, two hidden vectors of W rows of BILSTM_QUAD_H_ROW_FLOATS
+//   floats (the padded row) and two mbarriers a quad (5,136 bytes for W = 4, 10,272 for W = 8).
+//   The window tile (W = 16): dynamic shared BILSTM_HIDDEN * BILSTM_GATE_ROWS / 2 floats
+//   (131,072 bytes, geometry CLUSTER_TILE_SHARED_BYTES; the host raises the function's limit
+//   first) and static, two hidden slots of BILSTM_HIDDEN x W floats and two mbarriers (16,400
+//   bytes). geometry CLUSTER_TILE_DYNAMIC_SHARED holds the dynamic bytes of W = 4 / 8 / 16.
 // - Parameters: bl_recurrence_cluster_params (120 bytes), mirrored by
 //   bilstm_kernels::params::RecurrenceClusterParams.
 // - Preconditions: as recurrence_resident.cu (proj[d] holds batch * frames * BILSTM_GATE_ROWS
@@ -61,7 +60,9 @@
 // - Test hook: stall_cta >= 0 names a CTA (blockIdx.x) of layer `layer` that never publishes its
 //   hidden values, so its partners must time out; -1 in production.
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_CLUSTER_THREADS,
-//   BILSTM_CLUSTER_GROUP_LANES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS, BILSTM_WARP_THREADS.
+//   BILSTM_CLUSTER_GROUP_LANES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS, BILSTM_WARP_THREADS,
+//   BILSTM_TF32_DOT_CHAINS, BILSTM_TF32_DOT_CHAIN_TERMS, BILSTM_QUAD_GROUP_LANES,
+//   BILSTM_QUAD_PIECE_FLOATS, BILSTM_QUAD_H_ROW_FLOATS.
 //
 // Thread mapping of the one- and two-window kernels (S CTAs of 256 threads; the numbers below are
 // what the defines give; FP32 mode first, TF32 mode's differences after it):
@@ -96,7 +97,8 @@
 // - each cell lane pushes h with st.async into slot s % 2 of every CTA's hidden vectors,
 //   completing 4 bytes on that CTA's mbarrier bar[s % 2];
 // - the writer warp (warp 0 of the rank-0 CTA) writes the output: at step s it reads h_{s-1}
-//   from its CTA's slot after its dot products (lane l: units 4l .. 4l + 3, one float4) and
+//   from its CTA's slot after its dot products (lane l: units 4l .. 4l + 3, one float4, from
+//   the padded row in TF32 mode) and
 //   stores it after its own pushes as one 512-byte row per window (one warp-wide 16-byte store:
 //   whole lines, which matters when out is host memory on the bus); h of the last step is
 //   written after the loop, once the last phase completed. It reports progress (above) every
@@ -408,8 +410,8 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
     const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
     const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
 
-    // Chain `lane` (terms TERMS lane .. TERMS lane + TERMS - 1) of the group's rows, slot i holding row
-    // i ^ rev_L(lane mod ROWS): at reduce level k (lane offset 2^k) a lane with bit k set keeps
+    // Chain `lane` (terms TERMS lane .. TERMS lane + TERMS - 1) of the group's rows, slot i
+    // holding row i ^ rev_L(lane mod ROWS): at reduce level k (lane offset 2^k) a lane with bit k set keeps
     // the upper half of the rows still live, and this order puts exactly those in the lower
     // slots (the partner's order is the same with that half swapped), so the reduce needs no
     // select; slot 0 ends with row rev_L(lane), as before, and every + adds the same two chains.
@@ -881,8 +883,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // holds chains 2 m and 2 m + 1 (terms 16 m .. 16 m + 15) of each, and adds the two in a register
 // (the tree's first level: pairs of chains); in TF32 mode the same 16 terms are chain m of
 // numerics.cuh section 8 (one 16-term chain, continued from its first 8 terms), and the three
-// shuffle levels below are that tree's three levels. The four windows' dots are reduced together, so
-// that every lane ends with the four gates of one (window, unit) and runs that cell itself: no
+// shuffle levels below are that tree's three levels. The four windows' dots are reduced
+// together, so that every lane ends with the four gates of one (window, unit) and runs that cell itself: no
 // lane idles in the gate math and no shuffle gathers gates. Value (window w, unit-in-group u,
 // gate q) of the 32 pair sums a lane computes each step is reduced over the lane offsets 1, 2,
 // 4 (the rest of the fixed tree of numerics.cuh: quads of chains, eights, halves) splitting,

@@ -26,12 +26,14 @@
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal recurrence_wide.cu's and recurrence_tiled.cu's; the dot-product tree is
 //   realised by a transpose-reduce over the 8 lanes of a row group (below; TF32 mode's 8-chain
-//   tree of section 8 likewise). The gate activations are FP32 mode's (sections 3-5) with fast_gates = 0 and TF32 mode's
-//   (section 7) otherwise, picked once at entry; the host sets fast_gates where the pass's
-//   projection is a TF32 tile (ProjectionTile::tf32_gates).
+//   tree of section 8 likewise). The dot and gate activations are FP32 mode's (sections 1,
+//   3-5) with fast_gates = 0 and TF32 mode's (sections 8, 7) otherwise, picked once at entry;
+//   the host sets fast_gates where the pass's projection is a TF32 tile
+//   (ProjectionTile::tf32_gates).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_WARP_THREADS,
 //   BILSTM_RESIDENT_THREADS, BILSTM_RESIDENT_CHAINS_PER_THREAD, BILSTM_RESIDENT_R_SHARED_BYTES,
-//   BILSTM_RESIDENT_SHARED_BYTES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS.
+//   BILSTM_RESIDENT_SHARED_BYTES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS,
+//   BILSTM_TF32_DOT_CHAIN_TERMS.
 //
 // Thread mapping (256 threads; the numbers below are what the defines give):
 // - thread t belongs to group g = t / 8 (0..31) and is its lane p = t % 8; it holds
