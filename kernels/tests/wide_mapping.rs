@@ -82,34 +82,61 @@ fn every_owning_lane_gets_the_tree_of_its_window_and_gate() {
         let send: [[f32; 32]; 2] =
             std::array::from_fn(|p| std::array::from_fn(|l| pick(p, l, false)));
         let recv = [shfl_xor(&send[0], 16), shfl_xor(&send[1], 16)];
-        let mut writers = vec![0usize; th];
-        for lane in 0..32 {
-            let half = lane / 16;
-            let gates = if half == 1 {
+        let gates: [[f32; 4]; LANES] = std::array::from_fn(|lane| {
+            if lane / 16 == 1 {
                 [recv[0][lane], mine[0][lane], recv[1][lane], mine[1][lane]]
             } else {
                 [mine[0][lane], recv[0][lane], mine[1][lane], recv[1][lane]]
-            };
-            let (window, writer) = owner(th, lane);
-            assert!(window < th);
-            for (gate, &got) in gates.iter().enumerate() {
-                let chains: [f32; 16] = std::array::from_fn(|q| chain(gate, window, q));
-                let want = tree16(&chains);
-                assert_eq!(
-                    got.to_bits(),
-                    want.to_bits(),
-                    "th {th}, lane {lane}, window {window}, gate {gate}"
-                );
             }
-            if writer {
-                writers[window] += 1;
-            }
-        }
-        assert!(
-            writers.iter().all(|&w| w == 1),
-            "th {th}: each window has one writer: {writers:?}"
-        );
+        });
+        check_owners(th, &gates, |window, gate| {
+            tree16(&std::array::from_fn(|q| chain(gate, window, q)))
+        });
     }
+}
+
+/// The lane that writes window 0 at tile height `th` (there is exactly one).
+fn window0_writer(th: usize) -> usize {
+    let writers: Vec<usize> = (0..LANES).filter(|&l| owner(th, l) == (0, true)).collect();
+    assert_eq!(
+        writers.len(),
+        1,
+        "tile height {th}: window 0's writers {writers:?}"
+    );
+    writers[0]
+}
+
+/// The general path's writer of window 0 has the one-window path's bits.
+fn assert_same_gates(general: &[f32; 4], one: &[f32; 4], seed: u64, th: usize) {
+    assert_eq!(
+        general.map(f32::to_bits),
+        one.map(f32::to_bits),
+        "seed {seed}, tile height {th}"
+    );
+}
+
+/// Each lane's four gates (`gates[lane]`) against `want(window, gate)` for the window the lane
+/// owns (`owner`: the same in both modes), and exactly one writer per window of the tile.
+fn check_owners(th: usize, gates: &[[f32; 4]; LANES], want: impl Fn(usize, usize) -> f32) {
+    let mut writers = vec![0usize; th];
+    for (lane, got) in gates.iter().enumerate() {
+        let (window, writer) = owner(th, lane);
+        assert!(window < th);
+        for (gate, &got) in got.iter().enumerate() {
+            assert_eq!(
+                got.to_bits(),
+                want(window, gate).to_bits(),
+                "th {th}, lane {lane}, window {window}, gate {gate}"
+            );
+        }
+        if writer {
+            writers[window] += 1;
+        }
+    }
+    assert!(
+        writers.iter().all(|&w| w == 1),
+        "th {th}: each window has one writer: {writers:?}"
+    );
 }
 
 #[test]
@@ -204,14 +231,7 @@ fn the_one_window_path_gives_the_owner_the_tree_and_the_general_paths_bits() {
         // The general path's writer of window 0 gets the same bits at every tile height.
         for th in [8usize, 16, 32] {
             let general = general_path(th, &chain);
-            let writer = (0..LANES)
-                .find(|&l| owner(th, l) == (0, true))
-                .expect("window 0 has a writer");
-            assert_eq!(
-                general[writer].map(f32::to_bits),
-                one[0].map(f32::to_bits),
-                "seed {seed}, tile height {th}"
-            );
+            assert_same_gates(&general[window0_writer(th)], &one[0], seed, th);
         }
     }
 }
@@ -276,25 +296,7 @@ fn tf32_every_owning_lane_gets_the_tree8_of_its_window_and_gate() {
         for seed in 0..8u64 {
             let (r, h) = tf32_data(seed * 100 + th as u64, th);
             let gates = tf32_general_path(th, &r, &h);
-            let mut writers = vec![0usize; th];
-            for (lane, got) in gates.iter().enumerate() {
-                // The window and writer of FP32 mode's lane: the same in TF32 mode.
-                let (window, writer) = owner(th, lane);
-                for (gate, &got) in got.iter().enumerate() {
-                    assert_eq!(
-                        got.to_bits(),
-                        tf32_dot(&r[gate], &h[window]).to_bits(),
-                        "th {th}, seed {seed}, lane {lane}, window {window}, gate {gate}"
-                    );
-                }
-                if writer {
-                    writers[window] += 1;
-                }
-            }
-            assert!(
-                writers.iter().all(|&w| w == 1),
-                "th {th}: each window has one writer: {writers:?}"
-            );
+            check_owners(th, &gates, |window, gate| tf32_dot(&r[gate], &h[window]));
         }
     }
 }
@@ -316,14 +318,7 @@ fn tf32_the_one_window_path_gives_every_lane_the_tree8_and_the_general_paths_bit
         }
         for th in [8usize, 16, 32] {
             let general = tf32_general_path(th, &r, &h[..th]);
-            let writer = (0..LANES)
-                .find(|&l| owner(th, l) == (0, true))
-                .expect("window 0 has a writer");
-            assert_eq!(
-                general[writer].map(f32::to_bits),
-                one[0].map(f32::to_bits),
-                "seed {seed}, tile height {th}"
-            );
+            assert_same_gates(&general[window0_writer(th)], &one[0], seed, th);
         }
     }
 }

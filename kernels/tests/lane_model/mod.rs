@@ -91,6 +91,21 @@ pub fn assert_tf32_shapes_visible<'a>(sets: impl IntoIterator<Item = (&'a [f32],
     );
 }
 
+/// A level's pair `i` of `v[l][0 .. n)`: what each lane sends (the lower half's value when
+/// `upper[l]`, else the upper half's) and what it keeps (the other).
+fn send_keep<const W: usize>(
+    v: &[[f32; W]; LANES],
+    i: usize,
+    n: usize,
+    upper: &[bool; LANES],
+) -> ([f32; LANES], [f32; LANES]) {
+    let (lo, hi) = (i, i + n / 2);
+    (
+        std::array::from_fn(|l| if upper[l] { v[l][lo] } else { v[l][hi] }),
+        std::array::from_fn(|l| if upper[l] { v[l][hi] } else { v[l][lo] }),
+    )
+}
+
 /// One transpose-reduce level over `n` values per lane with partner offset `offset` (the
 /// kernels' `*_reduce_level<N, OFFSET>`): lanes whose chain index (`lane % 16`) has the
 /// `offset` bit keep the upper half of `v[0 .. n)`, the others the lower half, and add the
@@ -104,12 +119,9 @@ pub fn reduce_level<const W: usize>(v: &mut [[f32; W]; LANES], n: usize, offset:
         }
         return;
     }
+    let upper: [bool; LANES] = std::array::from_fn(|l| (l % 16) & offset != 0);
     for i in 0..n / 2 {
-        let upper: [bool; LANES] = std::array::from_fn(|l| (l % 16) & offset != 0);
-        let send: [f32; LANES] =
-            std::array::from_fn(|l| if upper[l] { v[l][i] } else { v[l][i + n / 2] });
-        let keep: [f32; LANES] =
-            std::array::from_fn(|l| if upper[l] { v[l][i + n / 2] } else { v[l][i] });
+        let (send, keep) = send_keep(v, i, n, &upper);
         let recv = shfl_xor(&send, offset);
         for l in 0..LANES {
             v[l][i] = keep[l] + recv[l];
@@ -146,10 +158,7 @@ pub fn gather_level<const W: usize, const T: usize>(
         return;
     }
     for i in 0..n / 2 {
-        let send: [f32; LANES] =
-            std::array::from_fn(|l| if upper[l] { v[l][i] } else { v[l][i + n / 2] });
-        let keep: [f32; LANES] =
-            std::array::from_fn(|l| if upper[l] { v[l][i + n / 2] } else { v[l][i] });
+        let (send, keep) = send_keep(v, i, n, upper);
         let recv = shfl_xor(&send, offset);
         for l in 0..LANES {
             v[l][i] = keep[l];
