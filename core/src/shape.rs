@@ -226,7 +226,7 @@ impl fmt::Display for Direction {
 }
 
 /// Arithmetic used for the input projections (and, with them, the recurrences' gate
-/// activations).
+/// activations and recurrent dot).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MathMode {
     /// FP32 everywhere (the default).

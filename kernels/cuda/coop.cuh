@@ -33,8 +33,8 @@ struct bl_recurrence_coop_params {
     // Test-only fault injection: the block with this blockIdx.x returns at once and never
     // publishes (so its partners must report BL_ERROR_PARTNER_LOST); -1 in production.
     int stall_block;
-    // Nonzero: TF32 mode's gate activations (numerics.cuh section 7), zero: FP32 mode's; the
-    // entries read it once.
+    // Nonzero: TF32 mode's recurrence numerics (numerics.cuh sections 7 and 8: the estimate
+    // gates and the 8-chain dot), zero: FP32 mode's; the entries read it once.
     bl_u32 fast_gates;
     // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
     float* state_h;

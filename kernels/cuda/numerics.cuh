@@ -37,7 +37,7 @@
 //    they take 5 and 6 instructions against about 17 and 30: the step loops are issue-bound
 //    (bench/NOTES.md, session 19). Every recurrence kernel computes them exactly so, so TF32
 //    mode's bits do not depend on the kernel or the batch either; FP32 mode never uses them.
-
+//
 // 8. TF32 mode's recurrent dot product (FAST = true): BILSTM_TF32_DOT_CHAINS = 8 partial chains
 //    of BILSTM_TF32_DOT_CHAIN_TERMS = 16 terms; chain m covers k = 16m .. 16m+15 in ascending k,
 //    starting from 0.0f (bl_dot_chain<16>), and the 8 chains are summed by the fixed pairwise
@@ -173,25 +173,14 @@ __device__ __forceinline__ float bl_tanhf(float x) {
     return (a < BL_TANH_POLY_LIMIT) ? poly : big;
 }
 
-// One N-term chain of the recurrent dot product: ascending k, starting from `start` (0.0f for
-// a chain's first terms; a kernel whose lane holds a chain's terms in two parts continues the
+// One N-term chain of the recurrent dot product (N = 8 in FP32 mode, section 1; 16 in TF32
+// mode, section 8): ascending k, starting from `start` (0.0f for a chain's first terms; a kernel whose lane holds a chain's terms in two parts continues the
 // chain from the first part's value: the same FMAs in the same order).
 template <int N>
 __device__ __forceinline__ float bl_dot_chain(const float (&r)[N], const float (&h)[N], float start = 0.0f) {
     float c = start;
 #pragma unroll
     for (int m = 0; m < N; ++m) {
-        c = __fmaf_rn(r[m], h[m], c);
-    }
-    return c;
-}
-
-// One 8-term chain of FP32 mode's recurrent dot product (section 1): ascending k, from 0.0f.
-__device__ __forceinline__ float bl_dot_chain8(const float r[BILSTM_DOT_CHAIN_TERMS],
-                                               const float h[BILSTM_DOT_CHAIN_TERMS]) {
-    float c = 0.0f;
-#pragma unroll
-    for (int m = 0; m < BILSTM_DOT_CHAIN_TERMS; ++m) {
         c = __fmaf_rn(r[m], h[m], c);
     }
     return c;

@@ -145,8 +145,9 @@ struct bl_recurrence_cluster_params {
     // layer whose next projection reads its input as stored). The final states stay exact.
     // The register-quad and 16-window kernels only; the one- and two-window kernels trap on it.
     bl_u32 out_tf32;
-    // Nonzero: TF32 mode's gate activations (numerics.cuh section 7: bl_sigmoid_fast,
-    // bl_tanh_fast), zero: FP32 mode's. Every kernel of this file reads it once, at entry.
+    // Nonzero: TF32 mode's recurrence numerics (numerics.cuh sections 7 and 8: the estimate
+    // gates and the 8-chain dot), zero: FP32 mode's. Every kernel of this file reads it once, at
+    // entry.
     bl_u32 fast_gates;
 };
 static_assert(sizeof(bl_recurrence_cluster_params) == 120,
@@ -1045,7 +1046,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             float c0[ROWS];
 #pragma unroll
             for (int i = 0; i < ROWS; ++i) {
-                c0[i] = bl_dot_chain8(r[i][0], h0);
+                c0[i] = bl_dot_chain<BL_CL_TERMS>(r[i][0], h0);
             }
             float h1[BL_CL_TERMS];
             bl_load8(h1, piece + BL_CL_TERMS);
@@ -1057,7 +1058,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                     a[s * ROWS + i] = bl_dot_chain<BL_CL_TERMS>(r[i][1], h1, c0[i]);
                 } else {
                     // FP32 mode: chains 2 lane and 2 lane + 1, the tree's first level.
-                    a[s * ROWS + i] = c0[i] + bl_dot_chain8(r[i][1], h1);
+                    a[s * ROWS + i] = c0[i] + bl_dot_chain<BL_CL_TERMS>(r[i][1], h1);
                 }
             }
         }
@@ -1208,7 +1209,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
 }
 
-// Each entry picks its gate activations once (fast_gates: TF32 mode's, numerics.cuh section 7):
+// Each entry picks its numerics once (fast_gates: TF32 mode's, numerics.cuh sections 7 and 8):
 // BODY<ARGS..., FAST>(p), so that each step loop is compiled for one of them and carries no
 // select.
 #define BL_CL_BY_GATES(BODY, ...)              \

@@ -89,7 +89,8 @@ struct bl_recurrence_resident_params {
     // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
     float* state_h;
     float* state_c;
-    // Nonzero: TF32 mode's gate activations (numerics.cuh section 7), zero: FP32 mode's.
+    // Nonzero: TF32 mode's recurrence numerics (numerics.cuh sections 7 and 8), zero: FP32
+    // mode's.
     bl_u32 fast_gates;
     bl_u32 reserved;
 };
@@ -332,7 +333,8 @@ __device__ __forceinline__ void bl_recurrence_resident(const bl_recurrence_resid
     }
 }
 
-// The gate activations are picked once (fast_gates), so the step loop carries no select.
+// The numerics (gate activations and dot) are picked once (fast_gates), so the step loop
+// carries no select.
 extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
     bilstm_recurrence_resident(const bl_recurrence_resident_params p) {
     if (p.fast_gates != 0u) {

@@ -238,7 +238,7 @@ __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_par
                     bl_coop_chain_h<BL_TILED_H_STRIDE>(stage, n, q, h);
 #pragma unroll
                     for (int x = 0; x < BL_TILED_PAIRS; ++x) {
-                        acc[x][n] = bl_dot_chain8(r[x], h);
+                        acc[x][n] = bl_dot_chain<BILSTM_DOT_CHAIN_TERMS>(r[x], h);
                     }
                 }
 #pragma unroll
@@ -261,7 +261,8 @@ __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_par
     }
 }
 
-// The gate activations are picked once (fast_gates), so the step loop carries no select.
+// The numerics (gate activations and dot) are picked once (fast_gates), so the step loop
+// carries no select.
 extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
     bilstm_recurrence_tiled(const bl_recurrence_coop_params p) {
     __shared__ __align__(16) float h_s[2][BL_TILED_TH][BL_TILED_H_STRIDE];

@@ -160,8 +160,8 @@ __device__ __forceinline__ void bl_wide_chains(const float (*stage)[BL_WIDE_H_ST
     for (int n = 0; n < TH; ++n) {
         float h[BILSTM_DOT_CHAIN_TERMS];
         bl_coop_chain_h<BL_WIDE_H_STRIDE>(stage, n, q, h);
-        acc0[n] = bl_dot_chain8(r[0], h);
-        acc1[n] = bl_dot_chain8(r[1], h);
+        acc0[n] = bl_dot_chain<BILSTM_DOT_CHAIN_TERMS>(r[0], h);
+        acc1[n] = bl_dot_chain<BILSTM_DOT_CHAIN_TERMS>(r[1], h);
     }
 }
 
@@ -359,7 +359,7 @@ __device__ __forceinline__ void bl_recurrence_wide_one(const bl_recurrence_coop_
     }
 }
 
-// The path for the tile's windows, with the gate activations FAST picks (once, at entry).
+// The path for the tile's windows, with the numerics FAST picks (once, at entry).
 template <bool FAST>
 __device__ __forceinline__ void bl_recurrence_wide_paths(const bl_recurrence_coop_params& p, const bl_coop_block& b,
                                                          bl_wide_stages<FAST> h_s) {

@@ -94,8 +94,9 @@ struct State {
 /// `Model(path=None, *, backend="auto", math="fp32", device=0)` loads `path` (ONNX or
 /// safetensors; None: the built-in model). `backend`: "auto" (CUDA when usable, else the CPU),
 /// "cpu", or "cuda" (GPU `device`, no fallback). `math`: "fp32" or "tf32" (TF32 projections
-/// where the plan allows, and with them cheaper gate activations and recurrent dots on the GPU). `model(x)` runs float32 `[batch, frames, features]` and returns
-/// float32 `[batch, frames, 256]`, the GIL released. Raises `BilstmError` for a model or
+/// where the plan allows, and with them cheaper gate activations and recurrent dots on the
+/// GPU). `model(x)` runs float32 `[batch, frames, features]` and returns float32
+/// `[batch, frames, 256]`, the GIL released. Raises `BilstmError` for a model or
 /// backend that fails, `ValueError` / `TypeError` for bad arguments and inputs. Full
 /// documentation: the stubs, python/bilstm/_bilstm.pyi.
 #[pyclass(module = "bilstm", name = "Model", frozen)]

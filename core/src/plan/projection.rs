@@ -155,7 +155,8 @@ impl ProjectionTile {
     /// ([`ProjectionTile::is_tf32`]). One rule for every recurrence kernel and batch, so a
     /// window's TF32 bits never depend on the batch or the recurrence kind; FP32 mode (and a
     /// TF32 request that runs an FP32 tile) keeps the accurate activations and their bits.
-    /// H200 figures: `bench/NOTES.md`, "2026-12-03 (session 19)".
+    /// H200 figures: `bench/NOTES.md`, "2026-12-03 (session 19)" (gates) and "(session 20)"
+    /// (dot).
     pub const fn tf32_gates(self) -> bool {
         self.is_tf32()
     }
