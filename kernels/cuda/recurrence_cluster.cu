@@ -975,15 +975,16 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     const int mine = lane & 3;
     const bl_u32 unit = group * (ROWS / BILSTM_GATES) + (bl_u32)ub;
     const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
-    // Per quad: the gates last prefetched and the next output of this lane, each advanced one
-    // frame (in this direction's order) a use; out_ptr passes the window's last frame after its
-    // last store and is never dereferenced there.
+    // Per quad: this step's gates (gates[g], loaded right after the previous step's cell, a
+    // step ahead of their use, so that no register copy rotates them) and the next output of
+    // this lane, each advanced one frame (in this direction's order) a use; out_ptr passes the
+    // window's last frame after its last store and is never dereferenced there.
     const float4* gate_ptr[G];
     float* out_ptr[G];
     const long long gate_step = direction == 0 ? BILSTM_GATE_ROWS / 4 : -(BILSTM_GATE_ROWS / 4);
     const long long out_step = direction == 0 ? 2 * BILSTM_HIDDEN : -(2 * BILSTM_HIDDEN);
     bool real[G];
-    float4 gates_next[G];
+    float4 gates[G];
     float c[G];
     {
         const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
@@ -994,14 +995,24 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             const bl_u64 row0 = (bl_u64)(first_window + (real[g] ? slot_w : valid - 1u)) * frames + frame0;
             gate_ptr[g] = reinterpret_cast<const float4*>(proj + row0 * BILSTM_GATE_ROWS) + unit;
             out_ptr[g] = p.out + row0 * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit;
-            gates_next[g] = __ldg(gate_ptr[g]);
+            gates[g] = __ldg(gate_ptr[g]);
             c[g] = 0.0f;
         }
     }
 
     const bl_u32 bar_addr0 = bl_cl_smem(&bar[0]);
     const bl_u32 h_addr0 = bl_cl_smem(&h_s[0][0][0][0]);
-    const bl_u32 my_index = bl_cl_h_index(unit);
+    // This lane's push targets in each CTA q: slot 0, quad 0, window `mine`, its unit (the
+    // other slots and quads are fixed offsets from it; shared::cluster addresses within one
+    // shared object are its mapped base plus the offset), and that CTA's first mbarrier.
+    bl_u32 push0[S];
+    bl_u32 push_bar0[S];
+#pragma unroll
+    for (int q = 0; q < S; ++q) {
+        push0[q] = bl_cl_mapa(h_addr0 + ((bl_u32)mine * BL_CL_H_ROW + bl_cl_h_index(unit)) * (bl_u32)sizeof(float),
+                              (bl_u32)q);
+        push_bar0[q] = bl_cl_mapa(bar_addr0, (bl_u32)q);
+    }
     bl_cl_init_step_barriers<2 * G>(tid, bar_addr0);
     bl_cl_cluster_sync();
 
@@ -1016,14 +1027,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             }
         }
     };
-    // Quad g's gates of the step that gates_next holds; prefetches those of step s + 1.
-    auto take_gates = [&](int g, bl_u32 s) -> float4 {
-        const float4 in = gates_next[g];
+    // After quad g's cell of step s: its gates of step s + 1 (if any).
+    auto next_gates = [&](int g, bl_u32 s) {
         if (s + 1u < frames) {
             gate_ptr[g] += gate_step;
-            gates_next[g] = __ldg(gate_ptr[g]);
+            gates[g] = __ldg(gate_ptr[g]);
         }
-        return in;
     };
     // Waits (bounded) for every push of quad g's step s - 1 (s >= 1); false on the lost-partner
     // timeout or another CTA's error, for every lane of the warp alike.
@@ -1072,23 +1081,25 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         bl_cl_reduce_level<2 * ROWS, 2 * ROWS, 2>(v);
         bl_cl_reduce_level<2 * ROWS, ROWS, 4>(v);
     };
-    // This lane's cell of quad g from its gates and four dots (c[g] updated): the new h.
-    auto cell = [&](int g, const float4& in, const float (&d)[2 * ROWS]) -> float {
-        return bl_lstm_cell_g<FAST>(bl_preactivation(in.x, d[0], bias.x), bl_preactivation(in.y, d[1], bias.y),
-                                    bl_preactivation(in.z, d[2], bias.z), bl_preactivation(in.w, d[3], bias.w),
-                                    &c[g]);
+    // This lane's cell of quad g at step s from its gates and four dots (c[g] updated): the new
+    // h; then the gates of step s + 1.
+    auto cell = [&](int g, bl_u32 s, const float (&d)[2 * ROWS]) -> float {
+        const float4 in = gates[g];
+        const float h = bl_lstm_cell_g<FAST>(bl_preactivation(in.x, d[0], bias.x), bl_preactivation(in.y, d[1], bias.y),
+                                             bl_preactivation(in.z, d[2], bias.z), bl_preactivation(in.w, d[3], bias.w),
+                                             &c[g]);
+        next_gates(g, s);
+        return h;
     };
     // Quad g's h of step s: pushed to both CTAs' slot s % 2 (completing its mbarrier there) and
     // stored to the output (real windows only).
     auto publish = [&](int g, bl_u32 s, float h) {
         if (!stalled) {
-            const bl_u32 sl = s & 1u;
-            const bl_u32 dst =
-                h_addr0 + (((sl * G + (bl_u32)g) * Q + (bl_u32)mine) * BL_CL_H_ROW + my_index) * (bl_u32)sizeof(float);
-            const bl_u32 done = bar_addr0 + 8u * (sl * G + (bl_u32)g);
+            const bl_u32 idx = (s & 1u) * G + (bl_u32)g;
+            const bl_u32 dst = idx * (bl_u32)(Q * BL_CL_H_ROW * sizeof(float));
 #pragma unroll
             for (int q = 0; q < S; ++q) {
-                bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), h, bl_cl_mapa(done, (bl_u32)q));
+                bl_cl_push(push0[q] + dst, h, push_bar0[q] + 8u * idx);
             }
         }
         if (real[g]) {
@@ -1101,7 +1112,6 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     if constexpr (G == 1) {
         for (; step < frames; ++step) {
             arm(step);
-            const float4 in = take_gates(0, step);
             // The four gates' recurrent dots of this lane's cell; +0.0f at step 0.
             float v[2 * ROWS];
 #pragma unroll
@@ -1117,7 +1127,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                 products_pair(0, (step - 1u) & 1u, 1, v);
                 reduce_rest(v);
             }
-            h_last[0] = cell(0, in, v);
+            h_last[0] = cell(0, step, v);
             publish(0, step, h_last[0]);
         }
     } else {
@@ -1131,49 +1141,44 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         // slot (s - 2) % 2, and reaches the next writes of that slot (step s + 1) only through
         // the wait for every lane's push of step s; thread 0 re-arms a slot's mbarrier at step s
         // after its wait for the phase of step s - 2, which needs every push of that step.
-        float4 pend_in;     // quad 1's gates of the step whose cell is pending
         float pend[2 * ROWS];  // ... and its dots (the first four)
         // Step 0: no dots (h = 0); quad 0's cell now, quad 1's pending.
         if (frames > 0) {
             arm(0);
-            const float4 in0 = take_gates(0, 0);
-            pend_in = take_gates(1, 0);
 #pragma unroll
             for (int i = 0; i < 2 * ROWS; ++i) {
                 pend[i] = 0.0f;
             }
-            h_last[0] = cell(0, in0, pend);
+            h_last[0] = cell(0, 0, pend);
             publish(0, 0, h_last[0]);
             step = 1;
         }
         for (; step < frames; ++step) {
             const bl_u32 from = (step - 1u) & 1u;
             arm(step);
-            const float4 in0 = take_gates(0, step);
             float v0[2 * ROWS];
             if (!wait_quad(0, step)) {
                 aborted = true;
                 break;
             }
-            const float h1 = cell(1, pend_in, pend);
+            const float h1 = cell(1, step - 1u, pend);
             products_pair(0, from, 0, v0);
             publish(1, step - 1u, h1);
             products_pair(0, from, 1, v0);
             reduce_rest(v0);
 
-            pend_in = take_gates(1, step);
             if (!wait_quad(1, step)) {
                 aborted = true;
                 break;
             }
-            h_last[0] = cell(0, in0, v0);
+            h_last[0] = cell(0, step, v0);
             products_pair(1, from, 0, pend);
             publish(0, step, h_last[0]);
             products_pair(1, from, 1, pend);
             reduce_rest(pend);
         }
         if (!aborted && frames > 0) {
-            h_last[1] = cell(1, pend_in, pend);
+            h_last[1] = cell(1, frames - 1u, pend);
             publish(1, frames - 1u, h_last[1]);
         }
     }
