@@ -321,7 +321,7 @@ impl CudaBackend {
                         state,
                         progress: region.progress.filter(|_| last_layer),
                         out_tf32,
-                        fast_gates: tile.tf32_gates(),
+                        tf32_numerics: tile.tf32_numerics(),
                     },
                 )?;
                 continue;
@@ -339,7 +339,7 @@ impl CudaBackend {
                         frames: shape.frames,
                         blocks_per_sm: plan.recurrence_occupancy.blocks_per_sm,
                         state,
-                        fast_gates: tile.tf32_gates(),
+                        tf32_numerics: tile.tf32_numerics(),
                     },
                 )?;
                 continue;
@@ -376,7 +376,7 @@ impl CudaBackend {
                         spin_timeout_ns,
                         stall_block,
                         state,
-                        fast_gates: tile.tf32_gates(),
+                        tf32_numerics: tile.tf32_numerics(),
                     };
                     if schedule.kind == RecurrenceKind::Tiled {
                         launch::recurrence_tiled::launch(

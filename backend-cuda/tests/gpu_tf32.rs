@@ -389,7 +389,7 @@ fn tf32_gates_give_every_kernel_the_same_bits() {
         alone.extend(run(&mut b, &shape, &input[w * in_w..(w + 1) * in_w], 1));
     }
     let tile = b.last_forward().expect("summary").projection_tile;
-    assert!(tile.tf32_gates(), "the plan's TF32 tile is {tile}");
+    assert!(tile.tf32_numerics(), "the plan's TF32 tile is {tile}");
     let mut forced = vec![("auto".to_string(), Overrides::default())];
     forced.extend(forced_recurrences(
         &[
@@ -439,7 +439,7 @@ fn small_tf32_pass_for_sanitizers_every_kind() {
         let got = run(&mut b, &shape, &input, batch);
         let s = b.last_forward().expect("summary");
         assert!(
-            s.projection_tile.tf32_gates(),
+            s.projection_tile.tf32_numerics(),
             "{overrides:?}: {}",
             s.projection_tile
         );

@@ -236,7 +236,7 @@ pub enum MathMode {
     /// recurrent products stay FP32, and where the projection is a TF32 tile the recurrences'
     /// sigmoid and tanh are the GPU's `ex2` and reciprocal estimates (errors of a few 1e-7,
     /// against TF32's 1e-3) and each recurrent dot is 8 FP32 FMA chains of 16 terms instead of
-    /// 16 of 8 (`ProjectionTile::tf32_gates` in `plan::projection`).
+    /// 16 of 8 (`ProjectionTile::tf32_numerics` in `plan::projection`).
     Tf32,
 }
 

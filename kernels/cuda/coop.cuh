@@ -35,7 +35,7 @@ struct bl_recurrence_coop_params {
     int stall_block;
     // Nonzero: TF32 mode's recurrence numerics (numerics.cuh sections 7 and 8: the estimate
     // gates and the 8-chain dot), zero: FP32 mode's; the entries read it once.
-    bl_u32 fast_gates;
+    bl_u32 tf32_numerics;
     // This layer's final states [2][batch][BILSTM_HIDDEN] (direction-major), or null.
     float* state_h;
     float* state_c;

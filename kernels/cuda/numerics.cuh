@@ -28,7 +28,7 @@
 // 6. Cell: c' = fma(f, c, i * g) (i * g rounded first, then one fused multiply-add), and
 //    h = o * tanh(c').
 //
-// 7. TF32 mode's gates (FAST = true below; the recurrences' `fast_gates` parameter, set where
+// 7. TF32 mode's gates (FAST = true below; the recurrences' `tf32_numerics` parameter, set where
 //    the pass's projection is a TF32 tile): sigmoid(x) = rcp.approx.ftz(1 + ex2.approx.ftz(x *
 //    -log2 e)) and tanh(x) = fma(-2, rcp.approx.ftz(1 + ex2.approx.ftz(x * 2 log2 e)), 1), bare
 //    hardware estimates with no clamp, no Cody-Waite reduction, no Newton step (bl_sigmoid_fast,

@@ -54,9 +54,9 @@
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
 //   output bits equal the wide, tiled and resident kernels'; the dot-product tree is realised by
 //   the shuffle levels below.
-//   With fast_gates = 0 FP32 mode's dot (section 1) and gate activations (sections 3-5); else
-//   TF32 mode's (sections 8 and 7), picked once at entry; the host sets fast_gates where the
-//   pass's projection is a TF32 tile (ProjectionTile::tf32_gates).
+//   With tf32_numerics = 0 FP32 mode's dot (section 1) and gate activations (sections 3-5); else
+//   TF32 mode's (sections 8 and 7), picked once at entry; the host sets tf32_numerics where the
+//   pass's projection is a TF32 tile (ProjectionTile::tf32_numerics).
 // - Test hook: stall_cta >= 0 names a CTA (blockIdx.x) of layer `layer` that never publishes its
 //   hidden values, so its partners must time out; -1 in production.
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_CLUSTER_THREADS,
@@ -148,7 +148,7 @@ struct bl_recurrence_cluster_params {
     // Nonzero: TF32 mode's recurrence numerics (numerics.cuh sections 7 and 8: the estimate
     // gates and the 8-chain dot), zero: FP32 mode's. Every kernel of this file reads it once, at
     // entry.
-    bl_u32 fast_gates;
+    bl_u32 tf32_numerics;
 };
 static_assert(sizeof(bl_recurrence_cluster_params) == 120,
               "mirrors bilstm_kernels::params::RecurrenceClusterParams");
@@ -1218,12 +1218,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
 }
 
-// Each entry picks its numerics once (fast_gates: TF32 mode's, numerics.cuh sections 7 and 8):
+// Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
 // BODY<ARGS..., FAST>(p), so that each step loop is compiled for one of them and carries no
 // select.
 #define BL_CL_BY_GATES(BODY, ...)              \
     do {                                       \
-        if (p.fast_gates != 0u) {              \
+        if (p.tf32_numerics != 0u) {           \
             BODY<__VA_ARGS__, true>(p);        \
         } else {                               \
             BODY<__VA_ARGS__, false>(p);       \

@@ -27,9 +27,9 @@
 //   output bits equal recurrence_wide.cu's and recurrence_tiled.cu's; the dot-product tree is
 //   realised by a transpose-reduce over the 8 lanes of a row group (below; TF32 mode's 8-chain
 //   tree of section 8 likewise). The dot and gate activations are FP32 mode's (sections 1,
-//   3-5) with fast_gates = 0 and TF32 mode's (sections 8, 7) otherwise, picked once at entry;
-//   the host sets fast_gates where the pass's projection is a TF32 tile
-//   (ProjectionTile::tf32_gates).
+//   3-5) with tf32_numerics = 0 and TF32 mode's (sections 8, 7) otherwise, picked once at entry;
+//   the host sets tf32_numerics where the pass's projection is a TF32 tile
+//   (ProjectionTile::tf32_numerics).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_WARP_THREADS,
 //   BILSTM_RESIDENT_THREADS, BILSTM_RESIDENT_CHAINS_PER_THREAD, BILSTM_RESIDENT_R_SHARED_BYTES,
 //   BILSTM_RESIDENT_SHARED_BYTES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS,
@@ -91,7 +91,7 @@ struct bl_recurrence_resident_params {
     float* state_c;
     // Nonzero: TF32 mode's recurrence numerics (numerics.cuh sections 7 and 8), zero: FP32
     // mode's.
-    bl_u32 fast_gates;
+    bl_u32 tf32_numerics;
     bl_u32 reserved;
 };
 static_assert(sizeof(bl_recurrence_resident_params) == 88,
@@ -333,11 +333,11 @@ __device__ __forceinline__ void bl_recurrence_resident(const bl_recurrence_resid
     }
 }
 
-// The numerics (gate activations and dot) are picked once (fast_gates), so the step loop
+// The numerics (gate activations and dot) are picked once (tf32_numerics), so the step loop
 // carries no select.
 extern "C" __global__ void __launch_bounds__(BILSTM_RESIDENT_THREADS, 1)
     bilstm_recurrence_resident(const bl_recurrence_resident_params p) {
-    if (p.fast_gates != 0u) {
+    if (p.tf32_numerics != 0u) {
         bl_recurrence_resident<true>(p);
     } else {
         bl_recurrence_resident<false>(p);

@@ -34,11 +34,11 @@
 //   step's barrier; the first block to time out writes error = {BL_ERROR_PARTNER_LOST, layer,
 //   direction, step} and the outputs of this launch are unspecified.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel, so the
-//   output bits equal recurrence_wide.cu's and recurrence_resident.cu's. With fast_gates = 0
+//   output bits equal recurrence_wide.cu's and recurrence_resident.cu's. With tf32_numerics = 0
 //   (FP32 mode) the recurrent dot is section 1's (16 chains of 8 terms) and the gate
 //   activations sections 3-5's; otherwise (TF32 mode) the dot is section 8's (8 chains of 16
 //   terms) and the activations section 7's. The mode is picked once at entry; the host sets
-//   fast_gates where the pass's projection is a TF32 tile (ProjectionTile::tf32_gates). Each
+//   tf32_numerics where the pass's projection is a TF32 tile (ProjectionTile::tf32_numerics). Each
 //   mode's tree is realised by the same transpose-reduce as the wide kernel's 8-window tiles
 //   (below).
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_BLOCK_THREADS,
@@ -261,7 +261,7 @@ __device__ __forceinline__ void bl_recurrence_tiled(const bl_recurrence_coop_par
     }
 }
 
-// The numerics (gate activations and dot) are picked once (fast_gates), so the step loop
+// The numerics (gate activations and dot) are picked once (tf32_numerics), so the step loop
 // carries no select.
 extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
     bilstm_recurrence_tiled(const bl_recurrence_coop_params p) {
@@ -269,7 +269,7 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 2)
     if ((int)blockIdx.x == p.stall_block || p.tile_height != (bl_u32)BL_TILED_TH) {
         return;
     }
-    if (p.fast_gates != 0u) {
+    if (p.tf32_numerics != 0u) {
         bl_recurrence_tiled<true>(p, h_s);
     } else {
         bl_recurrence_tiled<false>(p, h_s);

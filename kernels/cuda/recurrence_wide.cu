@@ -33,10 +33,10 @@
 //   block to time out writes error = {BL_ERROR_PARTNER_LOST, layer, direction, step} and the
 //   outputs of this launch are unspecified.
 // - Numerics: numerics.cuh (DESIGN section 4), identical in every recurrence kernel. With
-//   fast_gates = 0 (FP32 mode) the recurrent dot is section 1's (16 chains of 8 terms) and the
+//   tf32_numerics = 0 (FP32 mode) the recurrent dot is section 1's (16 chains of 8 terms) and the
 //   gate activations sections 3-5's; otherwise (TF32 mode) the dot is section 8's (8 chains of
 //   16 terms) and the activations section 7's. The mode is picked once at entry; the host sets
-//   fast_gates where the pass's projection is a TF32 tile (ProjectionTile::tf32_gates). See the
+//   tf32_numerics where the pass's projection is a TF32 tile (ProjectionTile::tf32_numerics). See the
 //   thread mapping below for how each mode's shuffles realise its fixed pairwise tree.
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_BLOCK_THREADS,
 //   BILSTM_WARP_THREADS, BILSTM_WIDE_BLOCKS_PER_TILE, BILSTM_WIDE_UNITS_PER_BLOCK,
@@ -390,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS)
         return;
     }
     const bl_coop_block b = bl_coop_block_of<BILSTM_WIDE_BLOCKS_PER_TILE, BL_WIDE_UPB>(p);
-    if (p.fast_gates != 0u) {
+    if (p.tf32_numerics != 0u) {
         bl_recurrence_wide_paths<true>(p, b, reinterpret_cast<bl_wide_stages<true>>(h_s));
     } else {
         bl_recurrence_wide_paths<false>(p, b, reinterpret_cast<bl_wide_stages<false>>(h_s));

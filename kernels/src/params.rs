@@ -101,7 +101,7 @@ pub struct RecurrenceCoopParams {
     pub stall_block: i32,
     /// Nonzero: TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate
     /// activations and the 8-chain dot), zero: FP32 mode's.
-    pub fast_gates: u32,
+    pub tf32_numerics: u32,
     /// `float*` or 0: this layer's final hidden states `[2, batch, 128]` (direction-major: the
     /// layer's block of `h_n`), written by the cell lanes at their last step; 0 writes none.
     pub state_h: u64,
@@ -135,7 +135,7 @@ pub struct RecurrenceResidentParams {
     pub state_c: u64,
     /// Nonzero: TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate
     /// activations and the 8-chain dot), zero: FP32 mode's.
-    pub fast_gates: u32,
+    pub tf32_numerics: u32,
     /// Zero.
     pub reserved: u32,
 }
@@ -181,7 +181,7 @@ pub struct RecurrenceClusterParams {
     pub out_tf32: u32,
     /// Nonzero: TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate
     /// activations and the 8-chain dot), zero: FP32 mode's.
-    pub fast_gates: u32,
+    pub tf32_numerics: u32,
 }
 const _: () = assert!(size_of::<RecurrenceClusterParams>() == 120);
 
@@ -271,7 +271,7 @@ mod tests {
             offset_of!(RecurrenceCoopParams, tile_stride),
             offset_of!(RecurrenceCoopParams, direction_stride),
             offset_of!(RecurrenceCoopParams, stall_block),
-            offset_of!(RecurrenceCoopParams, fast_gates),
+            offset_of!(RecurrenceCoopParams, tf32_numerics),
         ];
         assert_eq!(words, [56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100]);
         assert_eq!(offset_of!(RecurrenceCoopParams, state_h), 104);
@@ -318,7 +318,7 @@ mod tests {
             ("bl_u32", "tile_stride"),
             ("bl_u32", "direction_stride"),
             ("int", "stall_block"),
-            ("bl_u32", "fast_gates"),
+            ("bl_u32", "tf32_numerics"),
             ("float*", "state_h"),
             ("float*", "state_c"),
         ];
@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(offset_of!(RecurrenceResidentParams, frames), 60);
         assert_eq!(offset_of!(RecurrenceResidentParams, state_h), 64);
         assert_eq!(offset_of!(RecurrenceResidentParams, state_c), 72);
-        assert_eq!(offset_of!(RecurrenceResidentParams, fast_gates), 80);
+        assert_eq!(offset_of!(RecurrenceResidentParams, tf32_numerics), 80);
         assert_eq!(offset_of!(RecurrenceResidentParams, reserved), 84);
     }
 
@@ -366,7 +366,7 @@ mod tests {
         ];
         assert_eq!(fields, [0, 16, 32, 48, 56, 64, 72, 76, 80, 84, 88, 96, 104]);
         assert_eq!(offset_of!(RecurrenceClusterParams, out_tf32), 112);
-        assert_eq!(offset_of!(RecurrenceClusterParams, fast_gates), 116);
+        assert_eq!(offset_of!(RecurrenceClusterParams, tf32_numerics), 116);
     }
 
     #[test]

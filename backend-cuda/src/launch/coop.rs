@@ -61,7 +61,7 @@ pub(crate) struct CoopArgs {
     pub state: Option<StateSpans>,
     /// TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate activations and
     /// the 8-chain dot), else FP32 mode's.
-    pub fast_gates: bool,
+    pub tf32_numerics: bool,
 }
 
 /// The checked values both kernels' parameter structs are built from, narrowed to the
@@ -194,7 +194,7 @@ impl CoopChecked {
             tile_stride: self.tile_stride,
             direction_stride: self.direction_stride,
             stall_block: self.stall_block,
-            fast_gates: u32::from(args.fast_gates),
+            tf32_numerics: u32::from(args.tf32_numerics),
             state_h: self.state.0,
             state_c: self.state.1,
         })

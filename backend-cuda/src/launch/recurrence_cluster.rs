@@ -58,7 +58,7 @@ pub(crate) struct ClusterArgs {
     /// TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate activations and
     /// the 8-chain dot; [`crate::pass`] sets it where the pass's projection is a TF32 tile),
     /// else FP32 mode's.
-    pub fast_gates: bool,
+    pub tf32_numerics: bool,
 }
 
 /// The fewest windows a cluster of the kernels that can store TF32 outputs
@@ -166,7 +166,7 @@ pub(crate) fn check(
         state_c,
         progress,
         out_tf32: u32::from(args.out_tf32),
-        fast_gates: u32::from(args.fast_gates),
+        tf32_numerics: u32::from(args.tf32_numerics),
     };
     Ok((params, grid))
 }
@@ -321,7 +321,7 @@ mod tests {
             state: None,
             progress: None,
             out_tf32: false,
-            fast_gates: false,
+            tf32_numerics: false,
         }
     }
 
@@ -330,7 +330,7 @@ mod tests {
         let (p, grid) = check(&RECURRENCE_CLUSTER4, &args()).unwrap();
         assert_eq!(grid, 33 * 2 * 4);
         assert_eq!((p.batch, p.frames, p.layer, p.stall_cta), (33, 589, 2, -1));
-        assert_eq!((p.out_tf32, p.fast_gates), (0, 0));
+        assert_eq!((p.out_tf32, p.tf32_numerics), (0, 0));
         let (p, grid) = check(&RECURRENCE_CLUSTER2, &args()).unwrap();
         assert_eq!(grid, 33 * 2 * 2);
         assert_eq!(p.batch, 33);
@@ -350,9 +350,9 @@ mod tests {
     }
 
     #[test]
-    fn every_cluster_kernel_takes_tf32_gates() {
+    fn every_cluster_kernel_takes_tf32_numerics() {
         let mut a = args();
-        a.fast_gates = true;
+        a.tf32_numerics = true;
         for k in [
             &RECURRENCE_CLUSTER2,
             &RECURRENCE_CLUSTER4,
@@ -362,7 +362,7 @@ mod tests {
             &RECURRENCE_CLUSTER2W16,
         ] {
             let (p, _) = check(k, &a).unwrap();
-            assert_eq!((p.fast_gates, p.out_tf32), (1, 0), "{}", k.entry);
+            assert_eq!((p.tf32_numerics, p.out_tf32), (1, 0), "{}", k.entry);
         }
     }
 

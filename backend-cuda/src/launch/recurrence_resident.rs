@@ -40,7 +40,7 @@ pub(crate) struct ResidentArgs {
     pub state: Option<StateSpans>,
     /// TF32 mode's recurrence numerics (`numerics.cuh` sections 7 and 8: gate activations and
     /// the 8-chain dot), else FP32 mode's.
-    pub fast_gates: bool,
+    pub tf32_numerics: bool,
 }
 
 /// Checks `args` against the kernel's launch contract and builds its parameters and grid.
@@ -84,7 +84,7 @@ pub(crate) fn check(args: &ResidentArgs) -> Result<(RecurrenceResidentParams, u3
         frames,
         state_h,
         state_c,
-        fast_gates: u32::from(args.fast_gates),
+        tf32_numerics: u32::from(args.tf32_numerics),
         reserved: 0,
     };
     Ok((params, grid))
@@ -139,7 +139,7 @@ mod tests {
             frames: 589,
             blocks_per_sm: 1,
             state: None,
-            fast_gates: false,
+            tf32_numerics: false,
         }
     }
 
@@ -147,10 +147,10 @@ mod tests {
     fn a_valid_launch_builds_matching_params() {
         let (p, grid) = check(&args()).unwrap();
         assert_eq!(grid, 66);
-        assert_eq!((p.batch, p.frames, p.fast_gates), (33, 589, 0));
+        assert_eq!((p.batch, p.frames, p.tf32_numerics), (33, 589, 0));
         let mut a = args();
-        a.fast_gates = true;
-        assert_eq!(check(&a).unwrap().0.fast_gates, 1);
+        a.tf32_numerics = true;
+        assert_eq!(check(&a).unwrap().0.tf32_numerics, 1);
         assert_eq!(p.proj, [1 << 21, 1 << 21]);
     }
 

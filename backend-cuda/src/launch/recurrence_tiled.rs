@@ -96,7 +96,7 @@ mod tests {
             spin_timeout_ns: 1,
             stall_block: None,
             state: None,
-            fast_gates: false,
+            tf32_numerics: false,
         }
     }
 

@@ -113,7 +113,7 @@ mod tests {
             spin_timeout_ns: 1,
             stall_block: None,
             state: None,
-            fast_gates: false,
+            tf32_numerics: false,
         }
     }
 
@@ -125,10 +125,10 @@ mod tests {
             (p.tile_height, p.tile_offset, p.direction, p.stall_block),
             (8, 0, 1, -1)
         );
-        assert_eq!(p.fast_gates, 0);
+        assert_eq!(p.tf32_numerics, 0);
         let mut a = args();
-        a.fast_gates = true;
-        assert_eq!(check(&a).unwrap().0.fast_gates, 1);
+        a.tf32_numerics = true;
+        assert_eq!(check(&a).unwrap().0.tf32_numerics, 1);
         let l = ExchangeLayout::wide(8, 2).unwrap();
         assert_eq!(
             (

@@ -157,7 +157,7 @@ impl ProjectionTile {
     /// TF32 request that runs an FP32 tile) keeps the accurate activations and their bits.
     /// H200 figures: `bench/NOTES.md`, "2026-12-03 (session 19)" (gates) and "(session 20)"
     /// (dot).
-    pub const fn tf32_gates(self) -> bool {
+    pub const fn tf32_numerics(self) -> bool {
         self.is_tf32()
     }
 

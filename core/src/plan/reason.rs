@@ -439,7 +439,7 @@ impl fmt::Display for Reason {
                 "{}: TF32 mode on {major}.{minor}, where upstream saw no accuracy loss (it did on 8.9 \
                  and 12.0); warpgroup MMA (WGMMA_ARCHITECTURES): faster than the mma.sync TF32 \
                  tile at every batch measured; the recurrences take TF32 mode's gate \
-                 activations and 8-chain dot (ProjectionTile::tf32_gates)",
+                 activations and 8-chain dot (ProjectionTile::tf32_numerics)",
                 ProjectionTile::Tf32Wgmma
             ),
             Reason::Tf32Allowed {
@@ -448,7 +448,7 @@ impl fmt::Display for Reason {
                 f,
                 "{}: TF32 mode on {major}.{minor}, where upstream saw no accuracy loss (it did on 8.9 \
                  and 12.0); the recurrences take TF32 mode's gate activations \
-                 and 8-chain dot (ProjectionTile::tf32_gates)",
+                 and 8-chain dot (ProjectionTile::tf32_numerics)",
                 ProjectionTile::Tf32
             ),
             Reason::Tf32Refused {
