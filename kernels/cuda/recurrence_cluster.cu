@@ -1099,11 +1099,11 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     // stored to the output (real windows only).
     auto publish = [&](int g, bl_u32 s, float h) {
         if (!stalled) {
-            const bl_u32 idx = (s & 1u) * G + (bl_u32)g;
-            const bl_u32 dst = idx * (bl_u32)(Q * BL_CL_H_ROW * sizeof(float));
+            const bl_u32 idx = (s & 1u) * G + (bl_u32)g;  // slot s % 2, quad g
+            const bl_u32 offset = idx * (bl_u32)(Q * BL_CL_H_ROW * sizeof(float));
 #pragma unroll
             for (int q = 0; q < S; ++q) {
-                bl_cl_push(push0[q] + dst, h, push_bar0[q] + 8u * idx);
+                bl_cl_push(push0[q] + offset, h, push_bar0[q] + 8u * idx);
             }
         }
         if (real[g]) {
