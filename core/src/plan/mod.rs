@@ -187,12 +187,12 @@ pub struct KernelResources {
 /// Registers per thread of the window-tile cluster kernels of 4, 8 and 16 windows (ptxas 13.0
 /// for sm_90a: 254, 254 and 181 in session 8; the quads 228 and 248 since their 8-lane row
 /// groups, 2026-12-02 session 10; 230 and 254 since the half-step pipeline, the advanced
-/// pointers and the ftz sigmoid, session 11; 227 and 245 since the push targets are mapped once
-/// and the gates loaded after each cell, 2026-12-03 session 21, the 16-window tile 183 since
-/// session 20; no spills): one 256-thread CTA per SM (the register quads by their registers, the
+/// pointers and the ftz sigmoid, session 11; the 4-window quads 232 since session 20, the
+/// 8-window quads 245 since their push targets are mapped once and the gates loaded after each
+/// cell, 2026-12-03 session 21, the 16-window tile 183 since session 20; no spills): one 256-thread CTA per SM (the register quads by their registers, the
 /// 16-window tile by its
 /// [`CLUSTER_TILE_SHARED_BYTES`](crate::geometry::CLUSTER_TILE_SHARED_BYTES) of dynamic shared memory).
-pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [227, 245, 183];
+pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [232, 245, 183];
 
 /// Registers per thread of the warpgroup-MMA 3xTF32 projection (`bilstm_projection_tf32x3_wgmma`,
 /// ptxas 13.0 for sm_90a, 2026-12-02 session 9: 216 since the persistent pipeline; 250 before):
