@@ -910,11 +910,13 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // 64-bit addresses each step: H200 session 11 calls 2-3 (FP32 whole forward, three rounds in
 // one call against the previous kernel): batch 1024 31.87 ms with the half-step pipeline alone,
 // 31.30 with the pointers too, against 32.43; batch 256 8.05 / 7.91 against 8.21; ncu (batch
-// 256, layer 1, the pipeline alone): issue active 79.1 %, 1.26 ms. Each lane maps its push
-// targets once (shared::cluster addresses within one shared object are the mapped base plus the
-// offset) and loads a quad's gates of step s + 1 right after its cell of step s (a step ahead of
-// their use, with no register copy rotating a prefetch): TF32 step loop 1,434 -> 1,404 static
-// instructions, 255 -> 245 registers (2026-12-03 session 21, bench/NOTES.md). Bits equal to
+// 256, layer 1, the pipeline alone): issue active 79.1 %, 1.26 ms. In the two-quad kernel
+// (G = 2) each lane maps its push targets once (shared::cluster addresses within one shared
+// object are the mapped base plus the offset) and loads a quad's gates of step s + 1 right after
+// its cell of step s (a step ahead of their use, with no register copy rotating a prefetch):
+// TF32 step loop 1,434 -> 1,404 static instructions, 255 -> 245 registers; the one-quad kernel
+// (G = 1) keeps a mapa per push and the top-of-step prefetch, which the same changes slowed by
+// 11 % at TF32 batch 128 (2026-12-03 session 21, bench/NOTES.md). Bits equal to
 // every other kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
 // Lanes of a quad kernel's row group and rows a group (geometry QUAD_GROUP_LANES); its h rows
 // are the padded rows above (BL_CL_H_ROW, bl_cl_h_index).

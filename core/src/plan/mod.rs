@@ -189,8 +189,8 @@ pub struct KernelResources {
 /// groups, 2026-12-02 session 10; 230 and 254 since the half-step pipeline, the advanced
 /// pointers and the ftz sigmoid, session 11; the 4-window quads 232 since session 20, the
 /// 8-window quads 245 since their push targets are mapped once and the gates loaded after each
-/// cell, 2026-12-03 session 21, the 16-window tile 183 since session 20; no spills): one 256-thread CTA per SM (the register quads by their registers, the
-/// 16-window tile by its
+/// cell, 2026-12-03 session 21, the 16-window tile 183 since session 20; no spills): one
+/// 256-thread CTA per SM (the register quads by their registers, the 16-window tile by its
 /// [`CLUSTER_TILE_SHARED_BYTES`](crate::geometry::CLUSTER_TILE_SHARED_BYTES) of dynamic shared memory).
 pub const CLUSTER_TILE_REGISTERS: [u32; CLUSTER_TILE_WINDOWS.len()] = [232, 245, 183];
 
