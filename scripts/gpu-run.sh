@@ -349,6 +349,21 @@ if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; the
                 '$bin/bench' --batches 256 --kinds auto --tiles auto --maths \$m --iters 1 --warmup 0 --no-graph
         done"
 fi
+# ncuproj (not in the default run): the resident TF32 projection (bilstm_projection_tf32_resident)
+# at batch 1024, TF32: layer 0 (K = 60, the first launch) and layer 1 (K = 256, the second):
+# speed of light, memory workload (L2 / DRAM throughput and hit rate), the tensor pipe, warp
+# stalls (bench/NOTES.md, session 22).
+if command -v ncu >/dev/null 2>&1 || [ -x "${cuda_bin:-/nonexistent}/ncu" ]; then
+    ncu_bin="$(command -v ncu || echo "$cuda_bin/ncu")"
+    run_group ncuproj 200 'Duration|Throughput|Hit Rate|Clock|Pipe|pipe|stalled|Busy|Bandwidth|launch' bash -c "
+        for skip in 0 1; do
+            echo \"launch-skip \$skip\"
+            '$ncu_bin' --clock-control none --kernel-name bilstm_projection_tf32_resident --launch-skip \$skip --launch-count 1 \\
+                --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \\
+                --section WarpStateStats \\
+                '$bin/bench' --batches 1024 --kinds auto --tiles auto --maths tf32 --iters 1 --warmup 0 --no-graph
+        done"
+fi
 # hosttrace (not in the default run; BILSTM_RUN_ONLY="hosttrace ..."): where an unsplit host
 # pass's time goes (BILSTM_HOST_TRACE=1 phases, medians over the passes) with the input staging
 # on and off, beside the bench's own host and device-resident figures.

@@ -267,7 +267,8 @@ impl CudaBackend {
                     k.get(KernelId::ProjectionTf32Resident)?,
                     main,
                     cc,
-                    self.device.info.facts.sm_count,
+                    self.resident_projection_sms
+                        .unwrap_or(self.device.info.facts.sm_count),
                     &args,
                     layer == 0,
                 )?;
