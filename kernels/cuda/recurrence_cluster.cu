@@ -1037,8 +1037,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             }
         }
     };
-    // Quad g's gates of step s + 1 (if any): G = 2 right after its cell of step s, G = 1 at the
-    // top of step s (after copying those of step s).
+    // Quad g's gates of step s + 1 (if any): G = 2 right after its cell of step s
+    // (cell_then_next_gates), G = 1 at the top of step s (after copying those of step s).
     auto next_gates = [&](int g, bl_u32 s) {
         if (s + 1u < frames) {
             gate_ptr[g] += gate_step;
@@ -1097,6 +1097,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         return bl_lstm_cell_g<FAST>(bl_preactivation(in.x, d[0], bias.x), bl_preactivation(in.y, d[1], bias.y),
                                     bl_preactivation(in.z, d[2], bias.z), bl_preactivation(in.w, d[3], bias.w),
                                     &c[g]);
+    };
+    // G = 2: quad g's cell of step s from its gates (the new h), then its gates of step s + 1.
+    auto cell_then_next_gates = [&](int g, bl_u32 s, const float (&d)[2 * ROWS]) -> float {
+        const float h = cell(g, gates[g], d);
+        next_gates(g, s);
+        return h;
     };
     // Quad g's h of step s: pushed to both CTAs' slot s % 2 (completing its mbarrier there) and
     // stored to the output (real windows only).
@@ -1168,8 +1174,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             for (int i = 0; i < 2 * ROWS; ++i) {
                 pend[i] = 0.0f;
             }
-            h_last[0] = cell(0, gates[0], pend);
-            next_gates(0, 0);
+            h_last[0] = cell_then_next_gates(0, 0, pend);
             publish(0, 0, h_last[0]);
             step = 1;
         }
@@ -1181,8 +1186,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                 aborted = true;
                 break;
             }
-            const float h1 = cell(1, gates[1], pend);
-            next_gates(1, step - 1u);
+            const float h1 = cell_then_next_gates(1, step - 1u, pend);
             products_pair(0, from, 0, v0);
             publish(1, step - 1u, h1);
             products_pair(0, from, 1, v0);
@@ -1192,8 +1196,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
                 aborted = true;
                 break;
             }
-            h_last[0] = cell(0, gates[0], v0);
-            next_gates(0, step);
+            h_last[0] = cell_then_next_gates(0, step, v0);
             products_pair(1, from, 0, pend);
             publish(0, step, h_last[0]);
             products_pair(1, from, 1, pend);
