@@ -131,10 +131,6 @@ pub struct CudaBackend {
     /// before the others storing TF32 values): on unless [`RESIDENT_PROJECTION_ENV`] is `0` (an
     /// A/B switch; both settings give the same bits).
     pub(crate) resident_projection: bool,
-    /// Test-only ([`crate::hooks`]): the SM count the resident projection's grid is sized for
-    /// in place of the device's, so that a small pass runs its extra blocks; always `None` in
-    /// production.
-    pub(crate) resident_projection_sms: Option<u32>,
     pub(crate) last: Option<ForwardSummary>,
     /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
     pub(crate) host_chunk: usize,
@@ -200,7 +196,6 @@ impl CudaBackend {
             overrides: Overrides::default(),
             stall: None,
             resident_projection: std::env::var(RESIDENT_PROJECTION_ENV).map_or(true, |v| v != "0"),
-            resident_projection_sms: None,
             last: None,
             preparations: 0,
             host_chunk: crate::host::host_chunk_from_env(),

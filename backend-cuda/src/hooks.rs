@@ -44,14 +44,6 @@ impl CudaBackend {
         self.resident_projection = on;
     }
 
-    /// Test-only: sizes the resident projection's grid for `sms` multiprocessors instead of the
-    /// device's (`None`: the device's), so that a pass small enough for compute-sanitizer runs
-    /// the extra blocks that take the tail rows (`bilstm_core::plan::ResidentProjectionGrid`).
-    /// Any count gives the same bits: each output is computed alike whichever block runs it.
-    pub fn set_resident_projection_sms(&mut self, sms: Option<u32>) {
-        self.resident_projection_sms = sms;
-    }
-
     /// Test-only: fills every workspace (projections, layer outputs, exchange, final states, error words)
     /// with garbage derived from `seed`, the exchange with words whose flags are valid flags
     /// of the coming pass. A correct forward pass must give the same bits afterwards.

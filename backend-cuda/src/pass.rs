@@ -267,8 +267,7 @@ impl CudaBackend {
                     k.get(KernelId::ProjectionTf32Resident)?,
                     main,
                     cc,
-                    self.resident_projection_sms
-                        .unwrap_or(self.device.info.facts.sm_count),
+                    self.device.info.facts.sm_count,
                     &args,
                     layer == 0,
                 )?;

@@ -338,54 +338,6 @@ fn small_tf32_pass_for_sanitizers_resident() {
     );
 }
 
-/// The resident TF32 projection's extra blocks (`bilstm_core::plan::ResidentProjectionGrid`)
-/// in a pass small enough for compute-sanitizer: batch 8, 25 frames (200 rows: four 64-row
-/// blocks), the grid sized for 12 SMs (one set and 4 extra blocks, each running two column
-/// tiles with the weights reloaded between them, over the last two row blocks) and for 15 (one
-/// set and 7 extra blocks, the first with two column tiles, the others with one); every layer
-/// on the resident projection, against the f64 reference and bit for bit against the device's
-/// own grid and the streaming projection.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn small_tf32_pass_for_sanitizers_resident_extra_blocks() {
-    if no_resident_projection_here() {
-        return;
-    }
-    let shape = StackShape::pyannote().with_frames(25);
-    let st = stack(&shape);
-    let batch = 8;
-    let input = random_input(&shape, batch, INPUT_SEED);
-    let mut b = prepared_quads(&st, batch, 8);
-    let own = run(&mut b, &shape, &input, batch);
-    let want = reference(&st, &input, batch);
-    for sms in [12, 15] {
-        b.set_resident_projection_sms(Some(sms));
-        let got = run(&mut b, &shape, &input, batch);
-        assert_eq!(cluster_windows(&b), Some(8));
-        let (rel, max_abs) = errors(&got, &want);
-        eprintln!(
-            "resident projection sized for {sms} SMs, batch {batch}, 25 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}"
-        );
-        assert!(
-            rel <= tf32_budget(),
-            "rel L2 {rel:.3e} over the TF32 budget"
-        );
-        assert_same_bits(
-            &got,
-            &own,
-            &format!("resident projection sized for {sms} SMs against the device's grid"),
-        );
-    }
-    b.set_resident_projection_sms(None);
-    b.set_resident_projection(false);
-    let streaming = run(&mut b, &shape, &input, batch);
-    assert_same_bits(
-        &own,
-        &streaming,
-        "25 frames: resident against streaming projection",
-    );
-}
-
 /// Overrides forcing each of `kinds`, then (on a GPU with 4-CTA clusters) the cluster
 /// recurrence in each `(cluster size, windows a cluster)` of `clusters`, each with its name.
 fn forced_recurrences(

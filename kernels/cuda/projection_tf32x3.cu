@@ -715,21 +715,15 @@ extern "C" __global__ void __launch_bounds__(BILSTM_BLOCK_THREADS, 1)
 // Launch contract (where not restated, as the warpgroup entries' above):
 // - Needs compute capability 9.0 compiled for compute_90a (wgmma.mma_async, cp.async.bulk.tensor);
 //   elsewhere the entry is a trap and the host never launches it.
-// - Grid: (BILSTM_PROJ_RES_COL_TILES * J + E, 1, 1) for any J >= 0 and 0 <= E < COL_TILES, not
-//   both 0 (the host: bilstm_core::plan::ResidentProjectionGrid, J = min(ceil(blocks / W), SMs
-//   / COL_TILES) sets and, where that cap binds, E = SMs % COL_TILES extra blocks; blocks =
-//   ceil(rows / BILSTM_PROJ_RES_BLOCK_ROWS), W the warpgroups a block). Persistent. With E > 0
-//   the sets share the first M = floor(blocks n J / (n J + 1)) row blocks, n = ceil(COL_TILES
-//   / E), and the extra blocks the rest (all of them: M = blocks, without). Block b < COL_TILES
-//   J holds column tile c = b % COL_TILES resident (direction c / 4, gate columns 128 (c % 4) ..
-//   + 128 of that direction) and belongs to set j = b / COL_TILES; its warpgroup g runs the row
-//   blocks W j + g + W J i < M, i = 0, 1, .... Extra block e = b - COL_TILES J runs column
-//   tiles e, e + E, ... < COL_TILES in turn (a block barrier, then the next tile's weights),
-//   its warpgroup g over the row blocks M + g + W i < blocks of each. Each row block's K tiles
-//   in order. Block: (BILSTM_PROJ_RES_THREADS, 1, 1) = W warpgroups. Dynamic shared bytes:
+// - Grid: (BILSTM_PROJ_RES_COL_TILES * J, 1, 1) for any J >= 1 (the host: J = min(ceil(blocks /
+//   W), SMs / COL_TILES), blocks = ceil(rows / BILSTM_PROJ_RES_BLOCK_ROWS), W the warpgroups a
+//   block); persistent: block b holds column tile c = b % COL_TILES resident (direction c / 4,
+//   gate columns 128 (c % 4) .. + 128 of that direction) and belongs to set j = b / COL_TILES;
+//   its warpgroup g runs the row blocks W j + g + W J i, i = 0, 1, ..., each block's K tiles in
+//   order. Block: (BILSTM_PROJ_RES_THREADS, 1, 1) = W warpgroups. Dynamic shared bytes:
 //   BILSTM_PROJ_RES_SHARED_BYTES (raised once after loading), 1,024-byte aligned (no static
-//   shared memory; the kernel traps otherwise, and on an empty grid or an input wider than the
-//   resident image): the resident weights
+//   shared memory; the kernel traps otherwise, and on a grid that is not a multiple of
+//   COL_TILES or an input wider than the resident image): the resident weights
 //   (BILSTM_PROJ_RES_MAX_K_TILES K tiles of 16 KiB), each warpgroup's BILSTM_PROJ_RES_STAGES
 //   activation stages (BLOCK_ROWS rows x 32 values in the 128-byte swizzle), then the
 //   mbarriers. Waits are unbounded: every arrival comes from the block's own warps or from the
@@ -904,35 +898,20 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
     const int warp = tid / BILSTM_WARP_THREADS;
     const bl_u32 wgroup = (bl_u32)(warp / 4);
     const bool producer = tid % 128 == 0;
+    const bl_u32 col = blockIdx.x % BL_RES_COL_TILES;
+    const bl_u32 direction = col / (BL_RES_COL_TILES / 2);
+    const bl_u32 col_tile = col % (BL_RES_COL_TILES / 2);
     const bl_u32 sets = gridDim.x / BL_RES_COL_TILES;
-    const bl_u32 extra = gridDim.x % BL_RES_COL_TILES;
     const bl_u32 set = blockIdx.x / BL_RES_COL_TILES;
-    const bool is_extra = set >= sets;
     const bl_u32 k_tiles = (p.in_width + BL_WG_KT - 1) / BL_WG_KT;
     const bl_u32 blocks = (p.rows + BL_RES_ROWS - 1) / BL_RES_ROWS;
-    // The row blocks the sets share ([0, main_blocks)); the extra blocks share the rest, each
-    // column tile's (bilstm_core::plan::ResidentProjectionGrid::main_row_blocks, the same sum).
-    const bl_u32 tiles_per_extra = extra == 0u ? 0u : (BL_RES_COL_TILES + extra - 1u) / extra;
-    const bl_u32 main_blocks =
-        extra == 0u ? blocks
-                    : (bl_u32)(((bl_u64)blocks * tiles_per_extra * sets) / ((bl_u64)tiles_per_extra * sets + 1u));
-    // This warpgroup's segments: a set block one (its column tile, row blocks first + stride i
-    // below main_blocks); extra block e one per column tile e + extra s (s = 0, 1, ...), each
-    // over row blocks main_blocks + wgroup + W i below `blocks`, with the weights reloaded
-    // between them.
-    const bl_u32 e = blockIdx.x - sets * BL_RES_COL_TILES;
-    const bl_u32 segments = is_extra ? (BL_RES_COL_TILES - 1u - e) / extra + 1u : 1u;
-    const bl_u32 first = is_extra ? main_blocks + wgroup : BL_RES_WGS * set + wgroup;
-    const bl_u32 stride = is_extra ? (bl_u32)BL_RES_WGS : BL_RES_WGS * sets;
-    const bl_u32 limit = is_extra ? blocks : main_blocks;
-    const bl_u32 my_blocks = first < limit ? (limit - 1 - first) / stride + 1 : 0;
-    const bl_u32 steps = segments * my_blocks * k_tiles;
-    // The column tile of segment s: direction c / 4, gate columns 128 (c % 4) .. + 128.
-    auto column = [&](bl_u32 seg) { return is_extra ? e + extra * seg : blockIdx.x % BL_RES_COL_TILES; };
+    const bl_u32 first = BL_RES_WGS * set + wgroup;
+    const bl_u32 stride = BL_RES_WGS * sets;
+    const bl_u32 my_blocks = first < blocks ? (blocks - 1 - first) / stride + 1 : 0;
+    const bl_u32 steps = my_blocks * k_tiles;
 
     const bl_u32 base = bl_shared_address(smem);
-    if ((base & 1023u) != 0u || (sets == 0u && extra == 0u) || (is_extra && e >= extra) ||
-        k_tiles > (bl_u32)BL_RES_MAX_KT ||
+    if ((base & 1023u) != 0u || sets == 0u || set >= sets || k_tiles > (bl_u32)BL_RES_MAX_KT ||
         (tma_out && k_tiles * BL_RES_B_BYTES + BL_RES_WGS * BL_RES_OUT_BYTES > BL_RES_MAX_KT * BL_RES_B_BYTES)) {
         asm volatile("trap;");  // a broken launch contract: stop loudly rather than compute garbage
     }
@@ -952,25 +931,18 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
         bl_mbar_fence_init();
     }
     __syncthreads();
-    // The column tile's K tiles of the image into the weight space: contiguous 16 KiB each, one
-    // bulk copy apiece, completing phase `seg` of the weights' mbarrier (thread 0).
-    auto load_weights = [&](bl_u32 seg) {
-        const bl_u32 col = column(seg);
-        const bl_u32 direction = col / (BL_RES_COL_TILES / 2);
-        const bl_u32 col_tile = col % (BL_RES_COL_TILES / 2);
+    if (tid == 0) {
+        // The column tile's K tiles of the image: contiguous 16 KiB each, one bulk copy apiece.
         bl_mbar_arrive_expect(weights_bar, k_tiles * BL_RES_B_BYTES);
         const float* w = (direction == 0 ? p.weights[0] : p.weights[1]) + (bl_u64)col_tile * k_tiles * (BL_RES_B_BYTES / 4);
         for (bl_u32 kt = 0; kt < k_tiles; ++kt) {
             bl_bulk_copy_g2s(base + kt * BL_RES_B_BYTES, w + (bl_u64)kt * (BL_RES_B_BYTES / 4), BL_RES_B_BYTES,
                              weights_bar);
         }
-    };
-    if (tid == 0) {
-        load_weights(0u);
     }
     auto issue = [&](bl_u32 g) {
         const bl_u32 stage = g % BL_RES_STAGES;
-        const bl_u32 block = first + ((g / k_tiles) % my_blocks) * stride;
+        const bl_u32 block = first + (g / k_tiles) * stride;
         const bl_u32 full = full0 + 8u * stage;
         bl_mbar_arrive_expect(full, BL_RES_A_BYTES);
         bl_tma_load_2d(a_ring + stage * BL_RES_A_BYTES, map, (int)((g % k_tiles) * BL_WG_KT), (int)(block * BL_RES_ROWS),
@@ -981,6 +953,9 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
             issue(g);
         }
     }
+    while (!bl_mbar_try_wait(weights_bar, 0u)) {
+    }
+
     const int group = lane / 4;
     const int pair = lane % 4;
     const int my_row = (warp % 4) * 16 + group;  // this thread's first row in the block
@@ -990,120 +965,105 @@ __device__ __forceinline__ void bl_projection_resident(const bl_projection_param
         acc[i] = 0.0f;
     }
     bl_u32 f = 0;
-    for (bl_u32 seg = 0; seg < segments; ++seg) {
-        if (seg > 0u) {
-            // Every warpgroup waited for all its products of the previous segment before its
-            // epilogue: once all are here, the weight space may take the next column tile's.
-            __syncthreads();
-            if (tid == 0) {
-                load_weights(seg);
+    for (bl_u32 i = 0; i < my_blocks; ++i) {
+        for (bl_u32 kt = 0; kt < k_tiles; ++kt, ++f) {
+            const bl_u32 stage = f % BL_RES_STAGES;
+            while (!bl_mbar_try_wait(full0 + 8u * stage, (f / BL_RES_STAGES) & 1u)) {
             }
-        }
-        while (!bl_mbar_try_wait(weights_bar, seg & 1u)) {
-        }
-        const bl_u32 col = column(seg);
-        const bl_u32 direction = col / (BL_RES_COL_TILES / 2);
-        const bl_u32 col_tile = col % (BL_RES_COL_TILES / 2);
-        for (bl_u32 i = 0; i < my_blocks; ++i) {
-            for (bl_u32 kt = 0; kt < k_tiles; ++kt, ++f) {
-                const bl_u32 stage = f % BL_RES_STAGES;
-                while (!bl_mbar_try_wait(full0 + 8u * stage, (f / BL_RES_STAGES) & 1u)) {
-                }
-                const bl_u32 a = a_ring + stage * BL_RES_A_BYTES;
-                const bl_u32 b = base + kt * BL_RES_B_BYTES;
-                if (round_input != 0u) {
-                    // An input not stored rounded (layer 0): the warpgroup rounds the stage's values
-                    // to TF32 in place (bl_tf32_rne, as the TF32 twin rounds its activations; the
-                    // swizzle moves whole 16-byte chunks, so each value stays where it is), then
-                    // hands them to the tensor cores (async proxy) behind its barrier.
-                    float4* const v = reinterpret_cast<float4*>(smem + (a - base) / 4u);
+            const bl_u32 a = a_ring + stage * BL_RES_A_BYTES;
+            const bl_u32 b = base + kt * BL_RES_B_BYTES;
+            if (round_input != 0u) {
+                // An input not stored rounded (layer 0): the warpgroup rounds the stage's values
+                // to TF32 in place (bl_tf32_rne, as the TF32 twin rounds its activations; the
+                // swizzle moves whole 16-byte chunks, so each value stays where it is), then
+                // hands them to the tensor cores (async proxy) behind its barrier.
+                float4* const v = reinterpret_cast<float4*>(smem + (a - base) / 4u);
 #pragma unroll
-                    for (int q = 0; q < (int)(BL_RES_A_BYTES / 16u / 128u); ++q) {
-                        float4 x = v[(tid % 128) + 128 * q];
-                        x = make_float4(bl_tf32_rne(x.x), bl_tf32_rne(x.y), bl_tf32_rne(x.z), bl_tf32_rne(x.w));
-                        v[(tid % 128) + 128 * q] = x;
-                    }
-                    bl_fence_proxy_async_shared();
-                    bl_wg_barrier(wgroup);
-                }
-                bl_wg_fence();
-#pragma unroll
-                for (int c = 0; c < BL_WG_KT / 8; ++c) {
-                    bl_wgmma_tf32_ss(acc, bl_wg_desc_sw128(a + (bl_u32)(c * 32)), bl_wg_desc_sw128(b + (bl_u32)(c * 32)),
-                                     (kt | (bl_u32)c) != 0u ? 1u : 0u);
-                }
-                bl_wg_commit();
-                // Step f - 1's products are complete: its stage may be refilled.
-                bl_wg_wait_one();
-                if (f >= 1u && lane == 0) {
-                    bl_mbar_arrive(empty0 + 8u * ((f - 1u) % BL_RES_STAGES));
-                }
-                const bl_u32 g = f + (bl_u32)(BL_RES_STAGES - BL_RES_LAG);
-                if (producer && g < steps) {
-                    if (f >= (bl_u32)BL_RES_LAG) {
-                        // Every warp has released step f - LAG (its use (f - LAG) / STAGES of the stage).
-                        const bl_u32 done = f - (bl_u32)BL_RES_LAG;
-                        while (!bl_mbar_try_wait(empty0 + 8u * (done % BL_RES_STAGES), (done / BL_RES_STAGES) & 1u)) {
-                        }
-                    }
-                    issue(g);
-                }
-            }
-            bl_wg_wait_all();
-            // The epilogue: the block's 64 x 128 tile. Accumulator 4 j + q: row my_row + 8 (q / 2),
-            // column 8 j + 2 pair + q % 2.
-            const bl_u32 row0 = (first + i * stride) * BL_RES_ROWS;
-            if (tma_out) {
-                // The tile through this warpgroup's staging (four swizzled boxes of 32 columns),
-                // stored by TMA (rows past `rows` are not written): box j / 4, row r, 16-byte chunk
-                // (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8. The staging is
-                // rewritten only after the previous block's stores have read it.
-                if (producer) {
-                    bl_bulk_wait_read();
-                }
-                bl_wg_barrier(wgroup);
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-#pragma unroll
-                    for (int up = 0; up < 2; ++up) {
-                        const bl_u32 r = (bl_u32)(my_row + 8 * up);
-                        const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
-                        const bl_u32 at =
-                            staging + (bl_u32)(j / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u + (bl_u32)(pair % 2) * 8u;
-                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
-                                     :
-                                     : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
-                                     : "memory");
-                    }
+                for (int q = 0; q < (int)(BL_RES_A_BYTES / 16u / 128u); ++q) {
+                    float4 x = v[(tid % 128) + 128 * q];
+                    x = make_float4(bl_tf32_rne(x.x), bl_tf32_rne(x.y), bl_tf32_rne(x.z), bl_tf32_rne(x.w));
+                    v[(tid % 128) + 128 * q] = x;
                 }
                 bl_fence_proxy_async_shared();
                 bl_wg_barrier(wgroup);
-                if (producer) {
-                    const int col0 = (int)(col_tile * BL_WG_COLS);
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        bl_tma_store_3d(out_map, col0 + 32 * q, (int)row0, (int)direction,
-                                        staging + (bl_u32)q * BL_RES_OUT_BOX_BYTES);
-                    }
-                    bl_bulk_commit();
-                }
-                continue;
             }
-            // Each thread's 8-byte pairs straight to global memory, rows past `rows` skipped.
-            {
-                float* const cols = p.out + direction * p.out_direction_stride + col_tile * BL_WG_COLS + 2 * pair;
+            bl_wg_fence();
+#pragma unroll
+            for (int c = 0; c < BL_WG_KT / 8; ++c) {
+                bl_wgmma_tf32_ss(acc, bl_wg_desc_sw128(a + (bl_u32)(c * 32)), bl_wg_desc_sw128(b + (bl_u32)(c * 32)),
+                                 (kt | (bl_u32)c) != 0u ? 1u : 0u);
+            }
+            bl_wg_commit();
+            // Step f - 1's products are complete: its stage may be refilled.
+            bl_wg_wait_one();
+            if (f >= 1u && lane == 0) {
+                bl_mbar_arrive(empty0 + 8u * ((f - 1u) % BL_RES_STAGES));
+            }
+            const bl_u32 g = f + (bl_u32)(BL_RES_STAGES - BL_RES_LAG);
+            if (producer && g < steps) {
+                if (f >= (bl_u32)BL_RES_LAG) {
+                    // Every warp has released step f - LAG (its use (f - LAG) / STAGES of the stage).
+                    const bl_u32 done = f - (bl_u32)BL_RES_LAG;
+                    while (!bl_mbar_try_wait(empty0 + 8u * (done % BL_RES_STAGES), (done / BL_RES_STAGES) & 1u)) {
+                    }
+                }
+                issue(g);
+            }
+        }
+        bl_wg_wait_all();
+        // The epilogue: the block's 64 x 128 tile. Accumulator 4 j + q: row my_row + 8 (q / 2),
+        // column 8 j + 2 pair + q % 2.
+        const bl_u32 row0 = (first + i * stride) * BL_RES_ROWS;
+        if (tma_out) {
+            // The tile through this warpgroup's staging (four swizzled boxes of 32 columns),
+            // stored by TMA (rows past `rows` are not written): box j / 4, row r, 16-byte chunk
+            // (2 (j % 4) + pair / 2) ^ (r % 8), bytes 8 (pair % 2) .. + 8. The staging is
+            // rewritten only after the previous block's stores have read it.
+            if (producer) {
+                bl_bulk_wait_read();
+            }
+            bl_wg_barrier(wgroup);
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
 #pragma unroll
                 for (int up = 0; up < 2; ++up) {
-                    const bl_u32 r = row0 + (bl_u32)(my_row + 8 * up);
-                    if (r < p.rows) {
-                        float* const at = cols + (bl_u64)r * BILSTM_GATE_ROWS;
+                    const bl_u32 r = (bl_u32)(my_row + 8 * up);
+                    const bl_u32 chunk = (bl_u32)(2 * (j % 4) + pair / 2) ^ (r % 8u);
+                    const bl_u32 at =
+                        staging + (bl_u32)(j / 4) * BL_RES_OUT_BOX_BYTES + r * 128u + chunk * 16u + (bl_u32)(pair % 2) * 8u;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};"
+                                 :
+                                 : "r"(at), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
+                                 : "memory");
+                }
+            }
+            bl_fence_proxy_async_shared();
+            bl_wg_barrier(wgroup);
+            if (producer) {
+                const int col0 = (int)(col_tile * BL_WG_COLS);
 #pragma unroll
-                        for (int j = 0; j < 16; ++j) {
-                            asm volatile("st.global.v2.f32 [%0], {%1, %2};"
-                                         :
-                                         : "l"(at + 8 * j), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
-                                         : "memory");
-                        }
+                for (int q = 0; q < 4; ++q) {
+                    bl_tma_store_3d(out_map, col0 + 32 * q, (int)row0, (int)direction,
+                                    staging + (bl_u32)q * BL_RES_OUT_BOX_BYTES);
+                }
+                bl_bulk_commit();
+            }
+            continue;
+        }
+        // Each thread's 8-byte pairs straight to global memory, rows past `rows` skipped.
+        {
+            float* const cols = p.out + direction * p.out_direction_stride + col_tile * BL_WG_COLS + 2 * pair;
+#pragma unroll
+            for (int up = 0; up < 2; ++up) {
+                const bl_u32 r = row0 + (bl_u32)(my_row + 8 * up);
+                if (r < p.rows) {
+                    float* const at = cols + (bl_u64)r * BILSTM_GATE_ROWS;
+#pragma unroll
+                    for (int j = 0; j < 16; ++j) {
+                        asm volatile("st.global.v2.f32 [%0], {%1, %2};"
+                                     :
+                                     : "l"(at + 8 * j), "f"(acc[4 * j + 2 * up]), "f"(acc[4 * j + 2 * up + 1])
+                                     : "memory");
                     }
                 }
             }

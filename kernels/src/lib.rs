@@ -483,8 +483,7 @@ pub const PROJECTION_TF32_WGMMA: Kernel = Kernel {
 /// tiles (layer 0), through shared memory by TMA. Its input holds TF32 values (the previous
 /// layer's recurrence stores them rounded) or is rounded in shared memory (layer 0).
 /// Compute capability 9.0 (`compute_90a`; a trap elsewhere). Not cooperative; persistent: grid
-/// `(8 * J + E, 1, 1)` (`bilstm_core::plan::ResidentProjectionGrid`: J sets of one block a
-/// column tile, E < 8 extra blocks for the tail rows), `PROJ_RES_THREADS` (384) threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic
+/// `(8 * J, 1, 1)`, `PROJ_RES_THREADS` (384) threads, `PROJ_RES_SHARED_BYTES` (229,632) dynamic
 /// shared bytes; parameters [`params::ProjectionParams`], two [`params::TensorMap`]s (the
 /// activations', the output's), then the flags (u32: `PROJ_RES_ROUND_INPUT`,
 /// `PROJ_RES_STORE_BY_TMA`); see its contract in `projection_tf32x3.cu`.

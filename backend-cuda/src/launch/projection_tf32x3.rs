@@ -14,12 +14,13 @@
 //! `device::launch_shape`) once.
 
 use bilstm_core::geometry::{
-    GATE_ROWS, K_PAD, PROJ_RES_BLOCK_ROWS, PROJ_RES_MAX_K_TILES, PROJ_RES_ROUND_INPUT,
-    PROJ_RES_STORE_BY_TMA, PROJ_RES_TMA_STORE_MAX_K_TILES, PROJ_TF32X3_SMALL_TILE_COLS,
-    PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS, PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE,
-    PROJ_WG_TF32_TILE_COLS, PROJ_WG_TILE_COLS, PROJ_WG_TILE_ROWS,
+    GATE_ROWS, K_PAD, PROJ_RES_BLOCK_ROWS, PROJ_RES_COL_TILES, PROJ_RES_MAX_K_TILES,
+    PROJ_RES_ROUND_INPUT, PROJ_RES_STORE_BY_TMA, PROJ_RES_TMA_STORE_MAX_K_TILES,
+    PROJ_TF32X3_SMALL_TILE_COLS, PROJ_TF32X3_SMALL_TILE_ROWS, PROJ_TF32X3_TILE_COLS,
+    PROJ_TF32X3_TILE_ROWS, PROJ_WG_K_TILE, PROJ_WG_TF32_TILE_COLS, PROJ_WG_TILE_COLS,
+    PROJ_WG_TILE_ROWS,
 };
-use bilstm_core::plan::{ProjectionTile, ResidentProjectionGrid};
+use bilstm_core::plan::ProjectionTile;
 use bilstm_kernels::Kernel;
 use bilstm_kernels::params::{ProjectionParams, TensorMap};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -182,9 +183,8 @@ pub(crate) fn resident_applies(compute_capability: (u32, u32), in_width: usize) 
 /// Checks `args` against the launch contract of `bilstm_projection_tf32_resident` (weights:
 /// each direction's natural-order TF32 image, `PackedOffsets::input_tf32_wgmma`) on a device of
 /// `compute_capability` with `sm_count` multiprocessors, and returns its parameters and launch
-/// configuration: [`ResidentProjectionGrid`]'s blocks (`PROJ_RES_COL_TILES` blocks for each set
-/// of three 64-row blocks up to one block an SM, at least one set; where that cap binds, the
-/// SMs left over as extra blocks).
+/// configuration: `PROJ_RES_COL_TILES` blocks for each set of two 64-row blocks up to one block
+/// an SM (a multiple of `PROJ_RES_COL_TILES` blocks, at least one set).
 ///
 /// # Errors
 /// [`CudaError::Unsupported`] off 9.0; [`CudaError::Contract`] for a width the entry does not
@@ -237,7 +237,12 @@ pub(crate) fn check_resident(
         args.direction_stride,
         4,
     )?;
-    let grid_x = ResidentProjectionGrid::new(args.rows, sm_count as usize).blocks();
+    let blocks = args.rows.div_ceil(PROJ_RES_BLOCK_ROWS);
+    let sets = blocks
+        .div_ceil(bilstm_core::geometry::PROJ_RES_WARPGROUPS)
+        .min(sm_count as usize / PROJ_RES_COL_TILES)
+        .max(1);
+    let grid_x = sets * PROJ_RES_COL_TILES;
     let params = args.params(rows, in_width);
     let cfg = LaunchConfig {
         grid_dim: (grid_x as u32, 1, 1),
@@ -314,8 +319,8 @@ pub(crate) fn launch_resident(
     // rows below 2^31 in whole 64-row blocks; each direction's weights hold
     // proj_wg_padded_in(in_width) * 512 floats from a 16-byte aligned base (the whole resident
     // image is read); the output holds direction_stride + rows * 512 floats, 16-byte aligned,
-    // direction_stride >= rows * 512 and a multiple of 4; the grid is ResidentProjectionGrid's:
-    // at least one set of 8 blocks, then fewer than 8 extra ones, of PROJ_RES_THREADS threads with exactly the entry's dynamic shared bytes (which
+    // direction_stride >= rows * 512 and a multiple of 4; the grid is a positive multiple of 8
+    // blocks of PROJ_RES_THREADS threads with exactly the entry's dynamic shared bytes (which
     // Kernels::load allowed; were it not, the driver refuses the launch). The input's tensor map
     // was encoded by the driver over exactly x's rows * in_width floats (`sys::activation_map`),
     // so the copies read nothing else; with PROJ_RES_STORE_BY_TMA (only for inputs of at most
@@ -475,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn the_resident_entry_runs_column_tile_sets_and_extra_blocks_on_9_0_only() {
+    fn the_resident_entry_runs_whole_column_tile_sets_on_9_0_only() {
         let resident_args = |rows: usize, width: usize| {
             let mut a = args(rows, width);
             for w in &mut a.weights {
@@ -496,12 +501,9 @@ mod tests {
             bilstm_core::geometry::PROJ_RES_SHARED_BYTES
         );
         assert_eq!((p.0.rows, p.0.in_width), (589, 256));
-        // Batch 256: 2,356 blocks; 132 SMs hold 16 whole sets (128 blocks) and 4 extra blocks
-        // for the tail rows; one SM: one set.
+        // Batch 256: 2,356 blocks; 132 SMs hold 16 whole sets (128 blocks); one SM: one set.
         let (_, big) = check_resident((9, 0), 132, &resident_args(256 * 589, 256)).unwrap();
-        assert_eq!(big.grid_dim, (132, 1, 1));
-        let (_, even) = check_resident((9, 0), 128, &resident_args(256 * 589, 256)).unwrap();
-        assert_eq!(even.grid_dim, (128, 1, 1));
+        assert_eq!(big.grid_dim, (128, 1, 1));
         let (_, one) = check_resident((9, 0), 1, &resident_args(256 * 589, 256)).unwrap();
         assert_eq!(one.grid_dim, (8, 1, 1));
         // The weights are the one-part natural image: the split image's length is not enough

@@ -58,7 +58,7 @@ use crate::occupancy::{KernelUsage, Occupancy, blocks_per_sm};
 use crate::shape::{MathMode, StackShape};
 
 pub use projection::{
-    LARGE_TILE_MIN_ROWS, ProjectionTile, ResidentProjectionGrid, SMALL_TILE_ARCHITECTURES,
+    LARGE_TILE_MIN_ROWS, ProjectionTile, SMALL_TILE_ARCHITECTURES,
     TENSOR_CORE_MIN_COMPUTE_CAPABILITY, TF32_ARCHITECTURES, TF32X3_ARCHITECTURES,
     TF32X3_LARGE_MIN_ROWS, Tf32Refusal, WGMMA_ARCHITECTURES, check_forced_projection,
     choose_projection_tile, tf32x3_tile_for, tf32x3_tile_for_rows, wgmma_available,

@@ -6,7 +6,6 @@ use core::fmt;
 use super::{Decision, KernelResources, Reason};
 use crate::device::DeviceFacts;
 use crate::error::CoreError;
-use crate::geometry::{PROJ_RES_BLOCK_ROWS, PROJ_RES_COL_TILES, PROJ_RES_WARPGROUPS};
 use crate::occupancy::{Occupancy, blocks_per_sm};
 use crate::shape::MathMode;
 
@@ -105,77 +104,6 @@ pub const fn wgmma_available(compute_capability: (u32, u32)) -> bool {
 /// The oldest compute capability with TF32 tensor cores (`mma.sync ... .tf32`) and `cp.async`,
 /// which both tensor-core tiles need.
 pub const TENSOR_CORE_MIN_COMPUTE_CAPABILITY: (u32, u32) = (8, 0);
-
-/// How `bilstm_projection_tf32_resident` spreads one layer over a device: whole sets of
-/// [`PROJ_RES_COL_TILES`] blocks (one for each 128-column tile, its weights resident), and,
-/// where the sets leave SMs idle, extra blocks that take the tail rows of the column tiles. A
-/// pure function of the row count and the SM count; the kernel derives the same split from its
-/// grid (`kernels/cuda/projection_tf32x3.cu`, the resident entry's launch contract).
-///
-/// The sets share row blocks `0 .. main_row_blocks` ([`PROJ_RES_WARPGROUPS`] warpgroups a block,
-/// each its own row blocks); extra block `e` (of `extra`) runs column tiles `e`, `e + extra`, ...
-/// in turn, reloading the weights between them, each over the rest of the row blocks. With 132
-/// SMs (the H200) a large layer runs 16 sets and 4 extra blocks of two column tiles each, so
-/// every SM works instead of 128.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResidentProjectionGrid {
-    /// Whole sets of [`PROJ_RES_COL_TILES`] blocks (at least one).
-    pub sets: usize,
-    /// Extra blocks after the sets (below [`PROJ_RES_COL_TILES`]): the SMs the sets leave, where
-    /// there are more rows than the sets could take one block an SM.
-    pub extra: usize,
-}
-
-impl ResidentProjectionGrid {
-    /// The grid for `rows` GEMM rows on `sm_count` SMs: one set for every
-    /// [`PROJ_RES_WARPGROUPS`] row blocks of [`PROJ_RES_BLOCK_ROWS`], up to one block an SM,
-    /// and where that cap binds, the remaining SMs as extra blocks.
-    pub const fn new(rows: usize, sm_count: usize) -> Self {
-        let wanted = rows
-            .div_ceil(PROJ_RES_BLOCK_ROWS)
-            .div_ceil(PROJ_RES_WARPGROUPS);
-        let cap = sm_count / PROJ_RES_COL_TILES;
-        if cap == 0 || wanted <= cap {
-            let sets = if wanted < cap { wanted } else { cap };
-            ResidentProjectionGrid {
-                sets: if sets == 0 { 1 } else { sets },
-                extra: 0,
-            }
-        } else {
-            ResidentProjectionGrid {
-                sets: cap,
-                extra: sm_count % PROJ_RES_COL_TILES,
-            }
-        }
-    }
-
-    /// Blocks in the grid: the sets' column-tile blocks, then the extra ones.
-    pub const fn blocks(&self) -> usize {
-        self.sets * PROJ_RES_COL_TILES + self.extra
-    }
-
-    /// Column tiles the busiest extra block runs (0 without extra blocks).
-    pub const fn tiles_per_extra(&self) -> usize {
-        if self.extra == 0 {
-            0
-        } else {
-            PROJ_RES_COL_TILES.div_ceil(self.extra)
-        }
-    }
-
-    /// The row blocks the sets share, of `row_blocks`: all without extra blocks, else
-    /// `row_blocks * n * sets / (n * sets + 1)` rounded down (`n` = [`Self::tiles_per_extra`]),
-    /// which gives a set's warpgroups and an extra block's about as many row blocks each (the
-    /// extra block's `n` column tiles over the other `row_blocks / (n * sets + 1)`).
-    pub const fn main_row_blocks(&self, row_blocks: usize) -> usize {
-        if self.extra == 0 {
-            row_blocks
-        } else {
-            let n = self.tiles_per_extra();
-            row_blocks * n * self.sets / (n * self.sets + 1)
-        }
-    }
-}
 
 /// The input-projection kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -539,96 +467,6 @@ pub fn check_forced_projection(
 mod tests {
     use super::*;
     use crate::device::table;
-
-    /// Every (column tile, row block) of `rows` that the kernel's mapping of `grid` gives a
-    /// warpgroup, counted (the sets' warpgroups stride over the main row blocks; an extra
-    /// block's warpgroups over the rest, once for each of its column tiles), and the most row
-    /// blocks any warpgroup runs.
-    fn coverage(grid: ResidentProjectionGrid, rows: usize) -> (std::vec::Vec<u32>, usize) {
-        let blocks = rows.div_ceil(PROJ_RES_BLOCK_ROWS);
-        let main = grid.main_row_blocks(blocks);
-        let w = PROJ_RES_WARPGROUPS;
-        let mut seen = std::vec![0u32; PROJ_RES_COL_TILES * blocks];
-        let mut busiest = 0;
-        for b in 0..grid.blocks() {
-            for g in 0..w {
-                let mut runs = 0;
-                if b < grid.sets * PROJ_RES_COL_TILES {
-                    let col = b % PROJ_RES_COL_TILES;
-                    let mut r = w * (b / PROJ_RES_COL_TILES) + g;
-                    while r < main {
-                        seen[col * blocks + r] += 1;
-                        runs += 1;
-                        r += w * grid.sets;
-                    }
-                } else {
-                    let e = b - grid.sets * PROJ_RES_COL_TILES;
-                    let mut col = e;
-                    while col < PROJ_RES_COL_TILES {
-                        let mut r = main + g;
-                        while r < blocks {
-                            seen[col * blocks + r] += 1;
-                            runs += 1;
-                            r += w;
-                        }
-                        col += grid.extra;
-                    }
-                }
-                busiest = busiest.max(runs);
-            }
-        }
-        (seen, busiest)
-    }
-
-    #[test]
-    fn resident_projection_grids_fill_every_sm_and_cover_every_tile_once() {
-        // The H200's 132 SMs: batch 1 (589 rows, 10 row blocks) wants 4 sets; batch 256 and
-        // 1024 hit the cap of 16 sets and add 4 extra blocks of two column tiles each.
-        let one = ResidentProjectionGrid::new(589, 132);
-        assert_eq!((one.sets, one.extra, one.blocks()), (4, 0, 32));
-        assert_eq!(one.main_row_blocks(10), 10);
-        let big = ResidentProjectionGrid::new(256 * 589, 132);
-        assert_eq!((big.sets, big.extra, big.blocks()), (16, 4, 132));
-        assert_eq!(big.tiles_per_extra(), 2);
-        assert_eq!(big.main_row_blocks(2356), 2284);
-        let huge = ResidentProjectionGrid::new(1024 * 589, 132);
-        assert_eq!((huge.sets, huge.extra), (16, 4));
-        assert_eq!(huge.main_row_blocks(9424), 9138);
-        // The cap binds from 49 row blocks on (48 fill 16 sets of three warpgroups exactly).
-        assert_eq!(ResidentProjectionGrid::new(48 * 64, 132).extra, 0);
-        assert_eq!(ResidentProjectionGrid::new(48 * 64 + 1, 132).extra, 4);
-        // Fewer SMs than column tiles: one set, nothing extra; a multiple of 8: no extras.
-        assert_eq!(
-            ResidentProjectionGrid::new(1 << 20, 1),
-            ResidentProjectionGrid { sets: 1, extra: 0 }
-        );
-        assert_eq!(ResidentProjectionGrid::new(1 << 20, 128).extra, 0);
-        for sms in [1usize, 8, 9, 12, 15, 16, 66, 78, 108, 114, 132, 144, 170] {
-            for rows in [
-                1usize, 63, 64, 65, 136, 589, 3_072, 3_073, 3_534, 20_000, 150_784,
-            ] {
-                let grid = ResidentProjectionGrid::new(rows, sms);
-                assert!(grid.sets >= 1 && grid.extra < PROJ_RES_COL_TILES);
-                assert!(
-                    grid.blocks() <= sms.max(PROJ_RES_COL_TILES),
-                    "{sms} SMs, {rows} rows"
-                );
-                let (seen, busiest) = coverage(grid, rows);
-                assert!(
-                    seen.iter().all(|&n| n == 1),
-                    "{sms} SMs, {rows} rows: every tile exactly once"
-                );
-                // Balance: no warpgroup runs more than a set's fair share plus the rounding
-                // of the split (one row block a column tile for the extras).
-                let blocks = rows.div_ceil(PROJ_RES_BLOCK_ROWS);
-                let fair = blocks.div_ceil(PROJ_RES_WARPGROUPS * grid.sets);
-                assert!(
-                    busiest <= fair + grid.tiles_per_extra(),
-                    "{sms} SMs, {rows} rows: busiest warpgroup {busiest} row blocks, fair {fair}"
-                );
-            }
-        }
-    }
 
     fn facts(name: &str) -> DeviceFacts {
         table::find(name).unwrap().facts
