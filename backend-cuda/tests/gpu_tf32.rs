@@ -376,7 +376,7 @@ fn forced_recurrences(
 /// 16-chain dot, or whose lanes realised another tree, would differ in about every value.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn tf32_gates_give_every_kernel_the_same_bits() {
+fn tf32_numerics_give_every_kernel_the_same_bits() {
     let shape = StackShape::pyannote().with_frames(64);
     let st = stack(&shape);
     let batch = 33;

@@ -916,8 +916,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_tile(const bl_recurrence_c
 // its cell of step s (a step ahead of their use, with no register copy rotating a prefetch):
 // TF32 step loop 1,434 -> 1,404 static instructions, 255 -> 245 registers; the one-quad kernel
 // (G = 1) keeps a mapa per push and the top-of-step prefetch, which the same changes slowed by
-// 11 % at TF32 batch 128 (2026-12-03 session 21, bench/NOTES.md). Bits equal to
-// every other kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
+// 11 % at TF32 batch 128 (2026-12-03 session 21, bench/NOTES.md). Bits equal to every other
+// kernel's (gpu_batches); kernels/tests/quad_mapping.rs replays the reduce.
 // Lanes of a quad kernel's row group and rows a group (geometry QUAD_GROUP_LANES); its h rows
 // are the padded rows above (BL_CL_H_ROW, bl_cl_h_index).
 constexpr int BL_QD_LANES = BILSTM_QUAD_GROUP_LANES;
@@ -1242,7 +1242,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 // Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
 // BODY<ARGS..., FAST>(p), so that each step loop is compiled for one of them and carries no
 // select.
-#define BL_CL_BY_GATES(BODY, ...)              \
+#define BL_CL_BY_NUMERICS(BODY, ...)              \
     do {                                       \
         if (p.tf32_numerics != 0u) {           \
             BODY<__VA_ARGS__, true>(p);        \
@@ -1250,8 +1250,8 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
             BODY<__VA_ARGS__, false>(p);       \
         }                                      \
     } while (0)
-#define BL_CL_QUAD_BODY(G) BL_CL_BY_GATES(bl_recurrence_cluster_quad, G)
-#define BL_CL_TILE_BODY(WPT) BL_CL_BY_GATES(bl_recurrence_cluster_tile, WPT)
+#define BL_CL_QUAD_BODY(G) BL_CL_BY_NUMERICS(bl_recurrence_cluster_quad, G)
+#define BL_CL_TILE_BODY(WPT) BL_CL_BY_NUMERICS(bl_recurrence_cluster_tile, WPT)
 // The one- and two-window kernels store exact outputs only: out_tf32 is refused (a trap; the
 // host never sets it for them, launch/recurrence_cluster.rs), so that their latency-bound step
 // loops carry no rounding (H200 session 14: a rounding select in their writer warps cost 2.6 %
@@ -1261,7 +1261,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         if (p.out_tf32 != 0u) {                          \
             asm volatile("trap;");                       \
         }                                                \
-        BL_CL_BY_GATES(bl_recurrence_cluster, S, W);     \
+        BL_CL_BY_NUMERICS(bl_recurrence_cluster, S, W);     \
     } while (0)
 #else
 // Before sm_90 there are no thread-block clusters: the entries trap (the plan never picks them).
