@@ -35,6 +35,8 @@
 #   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
 #   tf32         GPU tests of the TF32 projection (when built)
 #   tf32x3       GPU tests of the 3xTF32 (FP32-accurate) projection (when built)
+#   fixed        GPU tests of the experimental fixed-point tensor-core recurrence (TF32 passes
+#                through its test hook; compute-sanitizer runs its small pass too)
 #   cpu-unit / nvrtc / unavailable   the library's unit tests, NVRTC compile + ptxas, no-GPU test
 #   abbits       (with bin/bilstm-old, from gpu-bundle's BILSTM_BUNDLE_AB=REV) CLI checksums of
 #                this tree against the other at batches 1, 33, 256, 1024, FP32 and TF32; fails on
@@ -259,6 +261,11 @@ if [ -n "$sanitizer" ]; then
                 env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
                 "$bin/gpu_tf32" "${gpu_flags[@]}" small_tf32_pass_for_sanitizers
         fi
+        if [ -x "$bin/gpu_fixed" ]; then
+            run_group "$tool-fixed" 60 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
+                env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
+                "$bin/gpu_fixed" "${gpu_flags[@]}" small_fixed_pass_for_sanitizers
+        fi
         if [ -x "$bin/gpu_tf32x3" ]; then
             run_group "$tool-tf32x3" 60 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
                 env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
@@ -427,6 +434,9 @@ run_group accuracy 120 "$tests_filter" "$bin/gpu_accuracy" "${gpu_flags[@]}"
 run_group determinism 120 "$tests_filter" "$bin/gpu_determinism" "${gpu_flags[@]}"
 if [ -x "$bin/gpu_tf32" ]; then
     run_group tf32 90 "$tests_filter|tf32" "$bin/gpu_tf32" "${gpu_flags[@]}"
+fi
+if [ -x "$bin/gpu_fixed" ]; then
+    run_group fixed 120 "$tests_filter|fixed" "$bin/gpu_fixed" "${gpu_flags[@]}"
 fi
 if [ -x "$bin/gpu_tf32x3" ]; then
     run_group tf32x3 150 "$tests_filter|3xtf32" "$bin/gpu_tf32x3" "${gpu_flags[@]}"

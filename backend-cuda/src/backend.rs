@@ -131,6 +131,9 @@ pub struct CudaBackend {
     /// before the others storing TF32 values): on unless [`RESIDENT_PROJECTION_ENV`] is `0` (an
     /// A/B switch; both settings give the same bits).
     pub(crate) resident_projection: bool,
+    /// The experimental fixed-point recurrence ([`FIXED_RECURRENCE_ENV`]) that TF32 passes of a
+    /// cluster plan run instead of the plan's kernel, or `None` (the default).
+    pub(crate) fixed_recurrence: Option<KernelId>,
     pub(crate) last: Option<ForwardSummary>,
     /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
     pub(crate) host_chunk: usize,
@@ -162,6 +165,27 @@ impl Drop for CudaBackend {
 /// (`bilstm_projection_tf32_wgmma`) in every layer instead of the resident one
 /// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
+
+/// Experimental, for measurements only: set to `8` or `16`, TF32 passes of cluster plans
+/// (compute capability 9.0) run the fixed-point tensor-core recurrence
+/// (`bilstm_recurrence_fixed8` / `16`, that many windows a CTA: `numerics.cuh` section 9;
+/// `8c2` / `8c4`: 8 windows a 2- / 4-CTA cluster)
+/// instead of the plan's kernel. Its bits are its own (the same in both kernels and at every
+/// batch) and differ from TF32 mode's other kernels', so plans never pick it; any other value
+/// (or none) leaves the plan's kernel.
+pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
+
+/// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` or `16` windows a CTA,
+/// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster.
+pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<KernelId> {
+    match value.map(str::trim) {
+        Some("8") => Some(KernelId::RecurrenceFixed8),
+        Some("16") => Some(KernelId::RecurrenceFixed16),
+        Some("8c2") => Some(KernelId::RecurrenceFixed8C2),
+        Some("8c4") => Some(KernelId::RecurrenceFixed8C4),
+        _ => None,
+    }
+}
 
 fn spin_timeout_from_env() -> Duration {
     parse_spin_timeout(std::env::var(SPIN_TIMEOUT_ENV).ok().as_deref())
@@ -196,6 +220,9 @@ impl CudaBackend {
             overrides: Overrides::default(),
             stall: None,
             resident_projection: std::env::var(RESIDENT_PROJECTION_ENV).map_or(true, |v| v != "0"),
+            fixed_recurrence: parse_fixed_recurrence(
+                std::env::var(FIXED_RECURRENCE_ENV).ok().as_deref(),
+            ),
             last: None,
             preparations: 0,
             host_chunk: crate::host::host_chunk_from_env(),
@@ -662,5 +689,34 @@ mod tests {
             assert_eq!(parse_spin_timeout(bad), DEFAULT_SPIN_TIMEOUT, "{bad:?}");
         }
         assert!(DEFAULT_SPIN_TIMEOUT >= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn the_fixed_recurrence_switch_names_8_or_16_windows_else_nothing() {
+        assert_eq!(
+            parse_fixed_recurrence(Some("8")),
+            Some(KernelId::RecurrenceFixed8)
+        );
+        assert_eq!(
+            parse_fixed_recurrence(Some(" 16 ")),
+            Some(KernelId::RecurrenceFixed16)
+        );
+        for other in [None, Some(""), Some("0"), Some("4"), Some("32"), Some("on")] {
+            assert_eq!(parse_fixed_recurrence(other), None, "{other:?}");
+        }
+        for id in [KernelId::RecurrenceFixed8, KernelId::RecurrenceFixed16] {
+            let k = id.kernel();
+            assert_eq!(
+                k.block_threads as usize,
+                bilstm_core::geometry::FIXED_THREADS
+            );
+            assert!(matches!(
+                k.launch,
+                bilstm_kernels::LaunchKind::Cluster {
+                    size: 1,
+                    windows: 8 | 16
+                }
+            ));
+        }
     }
 }

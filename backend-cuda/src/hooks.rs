@@ -44,6 +44,25 @@ impl CudaBackend {
         self.resident_projection = on;
     }
 
+    /// Test-only: TF32 passes of cluster plans run the experimental fixed-point recurrence
+    /// that `name` names as `FIXED_RECURRENCE_ENV` does (`8`, `16`, `8c2`, `8c4`), or the
+    /// plan's kernel (`None`).
+    ///
+    /// # Errors
+    /// [`CudaError::Internal`] for another name.
+    pub fn set_fixed_recurrence(&mut self, name: Option<&str>) -> Result<(), CudaError> {
+        self.fixed_recurrence =
+            match name {
+                None => None,
+                Some(n) => Some(crate::backend::parse_fixed_recurrence(Some(n)).ok_or_else(
+                    || CudaError::Internal {
+                        what: format!("no fixed-point recurrence named {n:?} (8, 16, 8c2 or 8c4)"),
+                    },
+                )?),
+            };
+        Ok(())
+    }
+
     /// Test-only: fills every workspace (projections, layer outputs, exchange, final states, error words)
     /// with garbage derived from `seed`, the exchange with words whose flags are valid flags
     /// of the coming pass. A correct forward pass must give the same bits afterwards.

@@ -300,7 +300,10 @@ impl CudaBackend {
                     .map_err(CudaError::driver("recording the last layer's start"))?;
             }
             if let Some(cluster) = plan.schedule.choice.cluster() {
-                let id = cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?;
+                let id = match self.fixed_recurrence.filter(|_| tile.tf32_numerics()) {
+                    Some(id) => id,
+                    None => cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?,
+                };
                 let stall_cta = self.stall.filter(|s| s.layer == layer).map(|s| s.block);
                 launch::recurrence_cluster::launch(
                     id.kernel(),
@@ -458,6 +461,12 @@ impl CudaBackend {
             RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
             RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
             RecurrenceKind::Cluster => match summary.plan.schedule.choice.cluster() {
+                Some(_)
+                    if summary.projection_tile.tf32_numerics()
+                        && self.fixed_recurrence.is_some() =>
+                {
+                    self.fixed_recurrence.map_or("", |id| id.kernel().entry)
+                }
                 Some(c) => {
                     cluster_kernel(c.cluster_size, c.windows_per_cluster)?
                         .kernel()
@@ -497,6 +506,9 @@ impl CudaBackend {
 fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
     bilstm_kernels::ALL
         .into_iter()
+        // The experimental fixed-point recurrences are launched as one-CTA clusters but are
+        // never planned (FIXED_RECURRENCE_ENV forces them).
+        .filter(|id| !id.is_fixed_point())
         .find(|id| match id.kernel().launch {
             bilstm_kernels::LaunchKind::Cluster {
                 size: s,

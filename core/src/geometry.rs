@@ -116,6 +116,17 @@ pub const QUAD_PIECE_FLOATS: usize = 2 * DOT_CHAIN_TERMS + 4;
 /// The register quads: floats of one window's hidden state in the shared slots.
 pub const QUAD_H_ROW_FLOATS: usize = QUAD_GROUP_LANES * QUAD_PIECE_FLOATS;
 
+/// The fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8` / `16`, experimental):
+/// threads per CTA, 16 warps, each owning 8 units (two m16 tiles of gate rows, R as A
+/// fragments in 64 registers a thread). H200, 2026-12-03 session 23 (TF32, 589 frames, medians
+/// of 20): 16 warps against 8 (each owning 16 units) 11.10 against 11.72 ms at batch 1024 with 8
+/// windows a CTA, 11.07 against 11.66 with 16; batch 1 3.09 against 3.52 ms.
+pub const FIXED_THREADS: usize = 512;
+/// The fixed-point recurrence: bytes a window's row of a byte plane of h takes in shared memory
+/// (128 units padded by 16: rows 36 words apart, so the 8 rows of an `ldmatrix` phase hit
+/// distinct banks).
+pub const FIXED_H_ROW_BYTES: usize = HIDDEN + 16;
+
 /// Whether a cluster kernel is built for clusters of `size` CTAs running `windows` windows each:
 /// one window with every size of [`CLUSTER_SIZES`], and with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA
 /// clusters also [`CLUSTER_MAX_WINDOWS`] and every [`CLUSTER_TILE_WINDOWS`].
@@ -339,7 +350,7 @@ pub const MAX_DEFINES: usize = 80;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 71] = [
+    let all: [(&'static str, usize); 73] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -365,6 +376,8 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_QUAD_GROUP_LANES", QUAD_GROUP_LANES),
         ("BILSTM_QUAD_PIECE_FLOATS", QUAD_PIECE_FLOATS),
         ("BILSTM_QUAD_H_ROW_FLOATS", QUAD_H_ROW_FLOATS),
+        ("BILSTM_FIXED_THREADS", FIXED_THREADS),
+        ("BILSTM_FIXED_H_ROW_BYTES", FIXED_H_ROW_BYTES),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
         ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
         ("BILSTM_PROJ_K_TILE", PROJ_K_TILE),
@@ -497,8 +510,9 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 71);
+        assert_eq!(d.len(), 73);
         assert!(d.contains(&("BILSTM_PROJ_RES_SHARED_BYTES", 229_632)));
+        assert!(d.contains(&("BILSTM_FIXED_THREADS", 512)));
         for (i, (name, _)) in d.iter().enumerate() {
             assert!(name.starts_with("BILSTM_"));
             assert!(

@@ -12,8 +12,10 @@
 //   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), R in registers; the register quads
 //   bilstm_recurrence_cluster2w4 and 2w8 (S = 2, W = 4 and 8, R in registers, see "The
 //   four-window register kernels" below); the window tile bilstm_recurrence_cluster2w16 (S = 2,
-//   W = 16, R in shared memory, see "The window-tile kernels" below); each
-//   (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each
+//   W = 16, R in shared memory, see "The window-tile kernels" below); the experimental
+//   fixed-point tensor-core recurrences bilstm_recurrence_fixed8 / fixed16 / fixed8c2 / fixed8c4
+//   (TF32 mode only, never planned; their own contract is at "The fixed-point tensor-core
+//   recurrence" below); each (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each
 //   other, so clusters beyond the device's capacity run in later waves.
 // - Grid: (2 * ceil(batch / W) * S, 1, 1) with the cluster dimension (S, 1, 1) given at launch
 //   (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); cluster x = blockIdx.x / S runs windows (x / 2) W ..
@@ -1239,6 +1241,395 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
 }
 
+// ---- The fixed-point tensor-core recurrence (bilstm_recurrence_fixed*; experimental) -----------
+// Launch contract (the file's, with these differences): a cluster of S CTAs per direction and
+// tile of W = 8 NT windows: fixed8 (S = 1, NT = 1), fixed16 (S = 1, NT = 2), fixed8c2 (S = 2,
+// NT = 1), fixed8c4 (S = 4, NT = 1); grid (2 * ceil(batch / W) * S, 1, 1) with the cluster
+// dimension (S, 1, 1), cluster x = blockIdx.x / S runs windows (x / 2) W .. (x / 2) W + W - 1
+// that exist in direction x % 2; block (BILSTM_FIXED_THREADS / S, 1, 1); no dynamic shared
+// memory, static bl_fx_shared<NT> (two slots of two byte planes of W rows of
+// BILSTM_FIXED_H_ROW_BYTES bytes and two mbarriers: 4,624 / 9,232 bytes). TF32 mode only
+// (tf32_numerics must be nonzero, else a trap): numerics.cuh section 9 for the recurrent product,
+// sections 2, 6 and 7 for the rest, so every window's bits are the same in every entry and at
+// every batch (not those of the other kernels' section 8). S = 1: nothing waits on another CTA
+// (stall_cta is ignored). S > 1: each CTA pushes its units' bytes of h into every CTA of the
+// cluster with st.async and waits for the step's 256 W bytes on its own mbarrier, bounded by
+// spin_timeout_ns (a lost partner: error words as the other cluster kernels; stall_cta never
+// pushes). out_tf32 is honoured; final states as the other kernels; progress reported once,
+// after the last step. Compute capability 9.0 or later (mma.sync m16n8k32 with s8/u8 operands;
+// built inside this file's sm_90 section).
+//
+// Thread mapping (S = 1; with S > 1 CTA rank r holds units 128 r / S + the same, with 16 / S
+// warps): warp w (of 16) owns units 8 w .. 8 w + 7 as two m16 tiles of gate rows: tile 0
+// rows 0..7 gate i, rows 8..15 gate f; tile 1 rows 0..7 gate g, rows 8..15 gate o (row r of a tile:
+// unit 8 w + r % 8). Its R is quantised at entry into A fragments (a[tile][k chunk of 32][byte
+// plane][4 registers], 64 registers). Per step and tile of 8 windows, h_{s-1} comes from the
+// shared byte planes by ldmatrix (B fragments: window = column, 16 k a row of an 8x8 b16
+// matrix), and per k chunk and tile four mma.sync m16n8k32 add the byte products into three
+// exact sums (A: high x high; B: high x low and low x high; C: low x low). The accumulator
+// layout then gives lane (gid = lane / 4, tig = lane % 4) all four gates of unit 8 w + gid in
+// windows 2 tig and 2 tig + 1 of the tile: the lane runs those two cells, stores h (the real
+// windows), and writes q_h's two bytes into the other slot's planes (S = 1: one block barrier
+// a step), or (S > 1) four lanes gather four units' bytes into one word by shuffles and each
+// pushes its word into every CTA.
+constexpr int BL_FX_WARPS = BILSTM_FIXED_THREADS / BILSTM_WARP_THREADS;
+constexpr int BL_FX_STRIDE = BILSTM_FIXED_H_ROW_BYTES;
+static_assert(BL_FX_WARPS * 8 == BILSTM_HIDDEN, "a warp owns 8 units: two m16 tiles of gate rows");
+static_assert(BL_FX_STRIDE % 16 == 0 && (BL_FX_STRIDE / 4) % 32 == 4,
+              "rows 16-byte aligned and 4 banks apart: an ldmatrix phase's 8 rows hit distinct banks");
+static_assert(BILSTM_HIDDEN == 128, "four k chunks of 32");
+
+template <int NT>
+struct __align__(16) bl_fx_shared {
+    unsigned char h[2][2][8 * NT][BL_FX_STRIDE];  // [slot][plane: 0 high (s8), 1 low (u8)][window][unit]
+    bl_u64 bar[2];                                // clusters of S > 1: slot s's pushes (step s)
+};
+
+// d += a b over one m16n8k32 tile with the given byte types (exact 32-bit integer sums).
+#define BL_FX_MMA(NAME, AT, BT)                                                                                \
+    __device__ __forceinline__ void NAME(int (&d)[4], const bl_u32 (&a)[4], bl_u32 b0, bl_u32 b1) {          \
+        asm("mma.sync.aligned.m16n8k32.row.col.s32." AT "." BT ".s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+            "{%0,%1,%2,%3};"                                                                                  \
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                                  \
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                  \
+    }
+BL_FX_MMA(bl_fx_mma_ss, "s8", "s8")
+BL_FX_MMA(bl_fx_mma_su, "s8", "u8")
+BL_FX_MMA(bl_fx_mma_us, "u8", "s8")
+BL_FX_MMA(bl_fx_mma_uu, "u8", "u8")
+#undef BL_FX_MMA
+
+// Four 8x8 b16 matrices from shared memory (this lane gives row lane % 8 of matrix lane / 8).
+__device__ __forceinline__ void bl_fx_ldsm4(bl_u32 (&r)[4], bl_u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// One byte to shared::cta address `addr`.
+__device__ __forceinline__ void bl_fx_st8(bl_u32 addr, bl_u32 v) {
+    asm volatile("st.shared.u8 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
+}
+
+// Pushes one 32-bit word to shared::cluster address `dst`, completing 4 bytes on mbarrier `bar`.
+__device__ __forceinline__ void bl_fx_push(bl_u32 dst, bl_u32 value, bl_u32 bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+                 :
+                 : "r"(dst), "r"(value), "r"(bar)
+                 : "memory");
+}
+
+// S CTAs a cluster (1, 2 or 4) split the 128 units: CTA rank r owns units 128 r / S ..
+// 128 (r + 1) / S - 1 with 16 / S warps of 8 units.
+template <int NT, int S>
+__device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_params& p) {
+    constexpr int W = 8 * NT;
+    constexpr int MT = 2;  // m16 tiles a warp: gates (i, f) and (g, o) of its 8 units
+    constexpr int UNITS = BILSTM_HIDDEN / S;
+    static_assert(S == 1 || S == 2 || S == 4, "clusters of 1, 2 or 4 CTAs");
+    auto& sh = bl_cl_static_shared<bl_fx_shared<NT>>();
+    const bl_u32 cluster = blockIdx.x / (bl_u32)S;
+    const bl_u32 rank = S == 1 ? 0u : bl_cl_rank();
+    const bl_u32 direction = cluster % 2u;
+    const bl_u32 first_window = (cluster / 2u) * (bl_u32)W;
+    if (first_window >= p.batch) {
+        return;  // never with the documented grid; the whole cluster leaves before any barrier
+    }
+    const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
+    const int tid = threadIdx.x;
+    const int warp = tid / BILSTM_WARP_THREADS;
+    const int lane = tid % BILSTM_WARP_THREADS;
+    const int gid = lane >> 2;
+    const int tig = lane & 3;
+    const bl_u32 frames = p.frames;
+    const bool stalled = p.stall_cta == (int)blockIdx.x;
+    const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
+    const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
+    const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
+    // This lane's unit: its R rows are the four gates of it, its cells are that unit.
+    const bl_u32 unit = rank * (bl_u32)UNITS + (bl_u32)(8 * warp + gid);
+
+    // R as A fragments: a[mt][kc][plane][reg]; registers 0 / 1 are rows gid / gid + 8 at
+    // k = 32 kc + 4 tig + 0..3, registers 2 / 3 the same rows at k + 16 (byte i = k + i).
+    bl_u32 a[MT][4][2][4];
+    float scale[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const bl_u32 row = unit * BILSTM_GATES + (bl_u32)(2 * mt + half);
+            const float* src = recurrent + (bl_u64)row * BILSTM_HIDDEN;
+            float v[4][2][4];
+            float m = 0.0f;
+#pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+#pragma unroll
+                for (int part = 0; part < 2; ++part) {
+                    const float4 x = __ldg(reinterpret_cast<const float4*>(src + kc * 32 + part * 16 + tig * 4));
+                    v[kc][part][0] = x.x;
+                    v[kc][part][1] = x.y;
+                    v[kc][part][2] = x.z;
+                    v[kc][part][3] = x.w;
+                    m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+                }
+            }
+            // The row's largest magnitude: the four lanes of a gid share the row.
+            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
+            const int e = bl_fx_row_exponent(m);
+            scale[mt][half] = __int_as_float((e - 30 + 127) << 23);
+            const float up = __int_as_float((15 - e + 127) << 23);
+#pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+#pragma unroll
+                for (int part = 0; part < 2; ++part) {
+                    bl_u32 hi = 0u;
+                    bl_u32 lo = 0u;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int q = bl_fx_quantise(v[kc][part][i] * up);
+                        hi |= ((bl_u32)(q >> 8) & 0xffu) << (8 * i);
+                        lo |= ((bl_u32)q & 0xffu) << (8 * i);
+                    }
+                    a[mt][kc][0][part * 2 + half] = hi;
+                    a[mt][kc][1][part * 2 + half] = lo;
+                }
+            }
+        }
+    }
+
+    const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
+    // This lane's cells: windows 8 nt + 2 tig + j of the tile (a copy of the last real window
+    // where that one does not exist, computed and never stored).
+    bl_u64 window_row[NT][2];  // the cell window's first projection / output row
+    bool real[NT][2];
+    float c[NT][2];
+    float h_last[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const bl_u32 slot_w = (bl_u32)(8 * nt + 2 * tig + j);
+            real[nt][j] = slot_w < valid;
+            window_row[nt][j] = (bl_u64)(first_window + (real[nt][j] ? slot_w : valid - 1u)) * frames;
+            c[nt][j] = 0.0f;
+            h_last[nt][j] = 0.0f;
+        }
+    }
+    const bl_u32 h_base = bl_cl_smem(&sh.h[0][0][0][0]);
+    constexpr bl_u32 PLANE = (bl_u32)(W * BL_FX_STRIDE);
+    // ldmatrix row address of this lane: matrix lane / 8 (16 k each), row (window) lane % 8.
+    const bl_u32 ld_off = (bl_u32)((lane & 7) * BL_FX_STRIDE + (lane >> 3) * 16);
+    // Clusters: every CTA receives all 128 units' two bytes of each window a step.
+    constexpr bl_u32 STEP_BYTES = (bl_u32)(2 * BILSTM_HIDDEN * W);
+    const bl_u32 bar0 = bl_cl_smem(&sh.bar[0]);
+    // The word this lane pushes (S > 1): item r = gid % 4 of its group of four units
+    // (units 4 (gid / 4) .. + 3 of the warp): plane r / 2, window 2 tig + r % 2 of each tile.
+    const int item = gid & 3;
+    const bl_u32 word_off =
+        (bl_u32)((item >> 1) * (int)PLANE + (2 * tig + (item & 1)) * BL_FX_STRIDE) + (unit - (bl_u32)(gid & 3));
+    if constexpr (S > 1) {
+        bl_cl_init_step_barriers(tid, bar0);
+        bl_cl_cluster_sync();
+    }
+    bool aborted = false;
+    bool timed_out = false;
+
+    bl_u32 step = 0;
+    for (; step < frames; ++step) {
+        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+        // h_{s-1} in slot (s - 1) % 2, h_s into slot s % 2. S = 1: the block barrier at the
+        // end of each step orders every write of a slot before the next step's reads and every
+        // read of it before the writes two steps on. S > 1: every byte of slot s % 2 arrives by
+        // st.async on bar[s % 2] (armed here for the step), each step waits for the previous
+        // one's phase; a CTA pushes into slot (s + 1) % 2 only after its wait for every CTA's
+        // step-s pushes, each made after that CTA's own reads of the slot (step s).
+        const bl_u32 from = h_base + ((step + 1u) & 1u) * 2u * PLANE;
+        const bl_u32 to = h_base + (step & 1u) * 2u * PLANE;
+        if constexpr (S > 1) {
+            if (tid == 0) {
+                bl_mbar_arrive_expect(bar0 + 8u * (step & 1u), STEP_BYTES);
+            }
+            if (step > 0) {
+                const bool ok = bl_cl_wait(bar0 + 8u * ((step - 1u) & 1u), ((step - 1u) >> 1) & 1u,
+                                           p.spin_timeout_ns, p.error, &timed_out);
+                if (__any_sync(BL_FULL_MASK, !ok)) {
+                    aborted = true;
+                    break;
+                }
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            float4 gin[2];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                gin[j] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[nt][j] + frame) * BILSTM_GATE_ROWS) +
+                               unit);
+            }
+            float dot[MT][4];
+            if (step == 0) {
+                // h = 0: the dot is +0.0f (what the sums give).
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        dot[mt][i] = 0.0f;
+                    }
+                }
+            } else {
+                // The three exact sums of each tile (numerics.cuh section 9: A, B, C).
+                int acc[3][MT][4];
+#pragma unroll
+                for (int s3 = 0; s3 < 3; ++s3) {
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            acc[s3][mt][i] = 0;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int kc2 = 0; kc2 < 2; ++kc2) {
+                    // B fragments of k chunks 2 kc2 and 2 kc2 + 1: bh / bl[2 sub], [2 sub + 1].
+                    bl_u32 bh[4];
+                    bl_u32 bl[4];
+                    const bl_u32 at = from + (bl_u32)(nt * 8 * BL_FX_STRIDE) + ld_off + (bl_u32)(kc2 * 64);
+                    bl_fx_ldsm4(bh, at);
+                    bl_fx_ldsm4(bl, at + PLANE);
+#pragma unroll
+                    for (int sub = 0; sub < 2; ++sub) {
+                        const int kc = 2 * kc2 + sub;
+                        // Ordered so that the two products into B are four instructions apart.
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) {
+                            bl_fx_mma_ss(acc[0][mt], a[mt][kc][0], bh[2 * sub], bh[2 * sub + 1]);
+                        }
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) {
+                            bl_fx_mma_su(acc[1][mt], a[mt][kc][0], bl[2 * sub], bl[2 * sub + 1]);
+                        }
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) {
+                            bl_fx_mma_uu(acc[2][mt], a[mt][kc][1], bl[2 * sub], bl[2 * sub + 1]);
+                        }
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) {
+                            bl_fx_mma_us(acc[1][mt], a[mt][kc][1], bh[2 * sub], bh[2 * sub + 1]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        dot[mt][i] = bl_fx_dot(acc[0][mt][i], acc[1][mt][i], acc[2][mt][i], scale[mt][i >> 1]);
+                    }
+                }
+            }
+            // Window 2 tig + j of the tile: gate i / f from tile 0's elements j / 2 + j, g / o
+            // from tile 1's.
+            bl_u32 bytes[4];  // item r = plane 2 (r / 2) ... : high / low byte of window j = r % 2
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const float h = bl_lstm_cell_g<true>(bl_preactivation(gin[j].x, dot[0][j], bias.x),
+                                                     bl_preactivation(gin[j].y, dot[0][2 + j], bias.y),
+                                                     bl_preactivation(gin[j].z, dot[1][j], bias.z),
+                                                     bl_preactivation(gin[j].w, dot[1][2 + j], bias.w), &c[nt][j]);
+                h_last[nt][j] = h;
+                if (real[nt][j]) {
+                    p.out[(window_row[nt][j] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] =
+                        bl_output_value(h, p.out_tf32);
+                }
+                const int q = bl_fx_quantise_h(h);
+                bytes[j] = (bl_u32)(q >> 8) & 0xffu;
+                bytes[2 + j] = (bl_u32)q & 0xffu;
+            }
+            if constexpr (S == 1) {
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const bl_u32 dst = to + (bl_u32)((8 * nt + 2 * tig + j) * BL_FX_STRIDE) + unit;
+                    bl_fx_st8(dst, bytes[j]);
+                    bl_fx_st8(dst + PLANE, bytes[2 + j]);
+                }
+            } else {
+                // Four lanes (gid 4 g4 .. 4 g4 + 3, one tig) hold four consecutive units' bytes of
+                // the same four items; lane item r gathers item r of all four (round k: every
+                // lane sends its item (r - k) % 4 and receives its own item from lane r + k),
+                // then pushes that word into every CTA of the cluster.
+                bl_u32 word = 0u;
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int send_item = (item - k) & 3;
+                    const bl_u32 send = send_item == 0 ? bytes[0]
+                                        : send_item == 1 ? bytes[1]
+                                        : send_item == 2 ? bytes[2]
+                                                         : bytes[3];
+                    const int src = (item + k) & 3;
+                    const bl_u32 got = __shfl_sync(BL_FULL_MASK, send, ((gid & ~3) + src) * 4 + tig);
+                    word |= got << (8 * src);
+                }
+                if (!stalled) {
+                    const bl_u32 dst = to + (bl_u32)(nt * 8 * BL_FX_STRIDE) + word_off;
+                    const bl_u32 done = bar0 + 8u * (step & 1u);
+#pragma unroll
+                    for (int q = 0; q < S; ++q) {
+                        bl_fx_push(bl_cl_mapa(dst, (bl_u32)q), word, bl_cl_mapa(done, (bl_u32)q));
+                    }
+                }
+            }
+        }
+        if constexpr (S == 1) {
+            __syncthreads();
+        }
+    }
+    if (!aborted && frames > 0) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                if (real[nt][j]) {
+                    bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
+                                         first_window + (bl_u32)(8 * nt + 2 * tig + j), unit, h_last[nt][j],
+                                         c[nt][j]);
+                }
+            }
+        }
+    }
+    if constexpr (S > 1) {
+        if (timed_out) {
+            bl_exchange_report_lost(p.error, p.layer, direction, step);
+        }
+        // Every push into this CTA has landed before it may leave: the last step's phase.
+        if (tid == 0 && !aborted && frames > 0) {
+            const bl_u32 last = frames - 1u;
+            bool late = false;
+            const bool landed = bl_cl_wait(bar0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error, &late);
+            if (!landed && late) {
+                bl_exchange_report_lost(p.error, p.layer, direction, frames);
+            }
+        }
+        bl_cl_cluster_sync();
+    } else {
+        // Every thread's output stores are ordered before thread 0's fence by the barrier.
+        __syncthreads();
+    }
+    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
+        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
+    }
+}
+
+// The fixed-point entries run TF32 mode only: FP32 mode's numerics are not built for them.
+#define BL_FX_BODY(NT, S)                    \
+    do {                                     \
+        if (p.tf32_numerics == 0u) {         \
+            asm volatile("trap;");           \
+        }                                    \
+        bl_recurrence_fixed<NT, S>(p);       \
+    } while (0)
+
 // Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
 // BODY<ARGS..., FAST>(p), so that each step loop is compiled for one of them and carries no
 // select.
@@ -1280,6 +1671,11 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
         (void)p;              \
         asm volatile("trap;"); \
     } while (0)
+#define BL_FX_BODY(NT, S)     \
+    do {                      \
+        (void)p;              \
+        asm volatile("trap;"); \
+    } while (0)
 #endif  // __CUDA_ARCH__ >= 900
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
@@ -1310,4 +1706,24 @@ extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
     bilstm_recurrence_cluster2w16(const bl_recurrence_cluster_params p) {
     BL_CL_TILE_BODY(4);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS, 1)
+    bilstm_recurrence_fixed8(const bl_recurrence_cluster_params p) {
+    BL_FX_BODY(1, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS, 1)
+    bilstm_recurrence_fixed16(const bl_recurrence_cluster_params p) {
+    BL_FX_BODY(2, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 2, 1)
+    bilstm_recurrence_fixed8c2(const bl_recurrence_cluster_params p) {
+    BL_FX_BODY(1, 2);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 4, 1)
+    bilstm_recurrence_fixed8c4(const bl_recurrence_cluster_params p) {
+    BL_FX_BODY(1, 4);
 }

@@ -69,6 +69,16 @@ pub enum KernelId {
     /// per tile of 16 windows and direction, R transposed in shared memory (compute capability
     /// 9.0 and later).
     RecurrenceCluster2W16,
+    /// `bilstm_recurrence_fixed8` (`recurrence_cluster.cu`): one CTA per tile of 8 windows and
+    /// direction, R as 16-bit fixed point in registers, exact integer products on the tensor
+    /// cores (TF32 mode only; compute capability 9.0 and later).
+    RecurrenceFixed8,
+    /// `bilstm_recurrence_fixed16`: [`KernelId::RecurrenceFixed8`] with 16 windows a CTA.
+    RecurrenceFixed16,
+    /// `bilstm_recurrence_fixed8c2`: [`KernelId::RecurrenceFixed8`] split over 2-CTA clusters.
+    RecurrenceFixed8C2,
+    /// `bilstm_recurrence_fixed8c4`: [`KernelId::RecurrenceFixed8`] split over 4-CTA clusters.
+    RecurrenceFixed8C4,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
@@ -91,7 +101,7 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 18] = [
+pub const ALL: [KernelId; 22] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -104,6 +114,10 @@ pub const ALL: [KernelId; 18] = [
     KernelId::RecurrenceCluster2W4,
     KernelId::RecurrenceCluster2W8,
     KernelId::RecurrenceCluster2W16,
+    KernelId::RecurrenceFixed8,
+    KernelId::RecurrenceFixed16,
+    KernelId::RecurrenceFixed8C2,
+    KernelId::RecurrenceFixed8C4,
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
@@ -389,6 +403,55 @@ pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
     2,
 );
 
+/// `bilstm_recurrence_fixed8` (experimental, never planned: see the backend's
+/// `FIXED_RECURRENCE_ENV`): all steps of both directions of one layer in TF32 mode, one CTA per
+/// tile of 8 windows and direction (launched as clusters of one CTA), R as 16-bit fixed point in
+/// registers and the recurrent products as exact integer sums on the tensor cores
+/// (`numerics.cuh` section 9, not TF32 mode's section 8: other bits than every other kernel's).
+/// Grid `2 * ceil(batch / 8)` CTAs of `FIXED_THREADS` (512) threads, no dynamic shared memory,
+/// [`params::RecurrenceClusterParams`] (`tf32_numerics` must be set: FP32 mode traps). Nothing
+/// waits on another CTA. Compute capability 9.0 or later.
+pub const RECURRENCE_FIXED8: Kernel =
+    fixed_kernel(KernelId::RecurrenceFixed8, "bilstm_recurrence_fixed8", 1, 8);
+
+/// `bilstm_recurrence_fixed16`: [`RECURRENCE_FIXED8`] with 16 windows a CTA, grid
+/// `2 * ceil(batch / 16)` CTAs; the same bits as [`RECURRENCE_FIXED8`] for every window.
+pub const RECURRENCE_FIXED16: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed16,
+    "bilstm_recurrence_fixed16",
+    1,
+    16,
+);
+
+/// `bilstm_recurrence_fixed8c2`: [`RECURRENCE_FIXED8`] with each tile's units split over a
+/// 2-CTA cluster (`FIXED_THREADS / 2` threads a CTA, 64 units each), each CTA pushing its
+/// units' bytes of h into every CTA's shared memory with `st.async` and waiting (bounded, as
+/// [`RECURRENCE_CLUSTER2`]) on its mbarrier; grid `2 * ceil(batch / 8) * 2` CTAs. The same bits.
+pub const RECURRENCE_FIXED8C2: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed8C2,
+    "bilstm_recurrence_fixed8c2",
+    2,
+    8,
+);
+
+/// `bilstm_recurrence_fixed8c4`: [`RECURRENCE_FIXED8C2`] with 4-CTA clusters
+/// (`FIXED_THREADS / 4` threads and 32 units a CTA); grid `2 * ceil(batch / 8) * 4` CTAs.
+pub const RECURRENCE_FIXED8C4: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed8C4,
+    "bilstm_recurrence_fixed8c4",
+    4,
+    8,
+);
+
+/// A fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
+/// `FIXED_THREADS / size` threads running `windows` windows each.
+const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32, windows: u32) -> Kernel {
+    Kernel {
+        block_threads: geometry::FIXED_THREADS as u32 / size,
+        ..cluster_kernel(id, entry, size, windows, 0)
+    }
+}
+
 /// `bilstm_projection_tf32`: `gates[d] = tf32(x) . Wt_d` for both directions on TF32 tensor
 /// cores (`mma.sync m16n8k8`), `Wt_d` the packed gate-major weights pre-rounded to TF32
 /// (`PackedOffsets::input_tf32`). Not cooperative; grid `(ceil(rows / 128), 512 / 256, 2)`,
@@ -499,6 +562,17 @@ pub const PROJECTION_TF32_RESIDENT: Kernel = Kernel {
 };
 
 impl KernelId {
+    /// Whether this is one of the experimental fixed-point recurrences (never planned).
+    pub const fn is_fixed_point(self) -> bool {
+        matches!(
+            self,
+            KernelId::RecurrenceFixed8
+                | KernelId::RecurrenceFixed16
+                | KernelId::RecurrenceFixed8C2
+                | KernelId::RecurrenceFixed8C4
+        )
+    }
+
     /// The kernel's description.
     pub const fn kernel(self) -> &'static Kernel {
         match self {
@@ -514,6 +588,10 @@ impl KernelId {
             KernelId::RecurrenceCluster2W4 => &RECURRENCE_CLUSTER2W4,
             KernelId::RecurrenceCluster2W8 => &RECURRENCE_CLUSTER2W8,
             KernelId::RecurrenceCluster2W16 => &RECURRENCE_CLUSTER2W16,
+            KernelId::RecurrenceFixed8 => &RECURRENCE_FIXED8,
+            KernelId::RecurrenceFixed16 => &RECURRENCE_FIXED16,
+            KernelId::RecurrenceFixed8C2 => &RECURRENCE_FIXED8C2,
+            KernelId::RecurrenceFixed8C4 => &RECURRENCE_FIXED8C4,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
@@ -538,6 +616,10 @@ impl KernelId {
             KernelId::RecurrenceCluster2W4 => "recurrence_cluster2w4",
             KernelId::RecurrenceCluster2W8 => "recurrence_cluster2w8",
             KernelId::RecurrenceCluster2W16 => "recurrence_cluster2w16",
+            KernelId::RecurrenceFixed8 => "recurrence_fixed8",
+            KernelId::RecurrenceFixed16 => "recurrence_fixed16",
+            KernelId::RecurrenceFixed8C2 => "recurrence_fixed8c2",
+            KernelId::RecurrenceFixed8C4 => "recurrence_fixed8c4",
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",

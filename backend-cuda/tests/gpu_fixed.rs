@@ -1,0 +1,284 @@
+//! GPU: the experimental fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8` / `16`,
+//! `numerics.cuh` section 9), forced on TF32 passes through the test hook
+//! `CudaBackend::set_fixed_recurrence` (as `BILSTM_FIXED_RECURRENCE` does): within TF32 mode's
+//! budget of the f64 reference; every window's bits the same at batch 1, in partial and full
+//! tiles of both kernels, with the resident projection and TF32-rounded outputs of large
+//! batches; its bits are not the plan's (section 8's) kernels'; final states equal to the
+//! last outputs; FP32 passes untouched. `small_fixed_pass_for_sanitizers` is the pass
+//! `scripts/gpu-run.sh` runs under compute-sanitizer. Compute capability 9.0 only (elsewhere
+//! each test says it is skipped).
+
+// Test helpers: a failed expectation is a failed test.
+#![allow(clippy::panic, clippy::expect_used)]
+
+mod gpu_support;
+
+use bilstm_core::accuracy::gpu_budget;
+use bilstm_core::owned::random_input;
+use std::time::{Duration, Instant};
+
+use bilstm_core::{Backend, BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
+use bilstm_cuda::{CudaBackend, CudaError, StallInjection};
+use gpu_support::{
+    INPUT_SEED, assert_same_bits, cached_reference, differing_windows, errors, first_difference,
+    gpu, prepared, reference, run, run_device, stack, tf32_backend,
+};
+
+/// Whether this GPU lacks the fixed-point recurrence (cluster plans: 9.0); says so.
+fn no_fixed_recurrence_here() -> bool {
+    let none = gpu().device().facts.compute_capability < (9, 0);
+    if none {
+        eprintln!("skipped: the fixed-point recurrence runs on compute capability 9.0 only");
+    }
+    none
+}
+
+/// Every fixed-point kernel by its hook name: 8 and 16 windows a CTA, 8 windows a 2- and a
+/// 4-CTA cluster.
+const KERNELS: [&str; 4] = ["8", "16", "8c2", "8c4"];
+
+/// A TF32 backend (the plan's own kernels otherwise) whose TF32 passes run the fixed-point
+/// recurrence named `name`.
+fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBackend {
+    let mut b = tf32_backend(&stack(shape), max_batch, Overrides::default());
+    b.set_fixed_recurrence(Some(name))
+        .unwrap_or_else(|e| panic!("fixed recurrence {name}: {e}"));
+    b
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn only_the_four_kernels_are_named() {
+    let mut b = gpu();
+    for bad in ["", "4", "32", "8c8", "fixed8"] {
+        let e = b.set_fixed_recurrence(Some(bad)).expect_err("refused");
+        assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+    }
+    for name in KERNELS {
+        b.set_fixed_recurrence(Some(name)).expect(name);
+    }
+    b.set_fixed_recurrence(None).expect("off");
+}
+
+/// Relative L2 against the f64 reference at 589 frames, batches 1, 8 and 33, within TF32
+/// mode's budget (1.1 x cuDNN TF32's error), with each kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fixed_recurrence_matches_the_f64_reference_at_589_frames() {
+    if no_fixed_recurrence_here() {
+        return;
+    }
+    let shape = StackShape::pyannote();
+    let want_all = cached_reference(&shape, 33);
+    let out_w = shape.frames * shape.output_width();
+    let budget = gpu_budget(MathMode::Tf32);
+    for name in KERNELS {
+        let mut b = fixed_backend(&shape, 33, name);
+        for batch in [1, 8, 33] {
+            let input = random_input(&shape, batch, INPUT_SEED);
+            let got = run(&mut b, &shape, &input, batch);
+            let (rel, max_abs) = errors(&got, &want_all[..batch * out_w]);
+            eprintln!(
+                "fixed{name} batch {batch:>2}: rel L2 {rel:.3e}, max abs {max_abs:.3e} (budget {budget:.3e})"
+            );
+            assert!(
+                rel <= budget,
+                "batch {batch}: rel L2 {rel:.3e} over {budget:.3e}"
+            );
+        }
+    }
+}
+
+/// Every window of batches 33, 257 and 1024 (589 frames, device-resident: one pass each, the
+/// plan's TF32 projection, resident with TF32-rounded outputs from the quads' batches on) has,
+/// with every kernel, the bits it has alone at batch 1 with the 8-window kernel (all of batch
+/// 1024 the same bits in every kernel); and those bits are not the plan's own kernels'
+/// (numerics.cuh section 8), so the hook really ran.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fixed_recurrence_bits_do_not_depend_on_the_batch_or_the_kernel() {
+    if no_fixed_recurrence_here() {
+        return;
+    }
+    let shape = StackShape::pyannote();
+    let big = 1024;
+    let all = random_input(&shape, big, INPUT_SEED + 23);
+    let in_w = shape.frames * shape.features;
+    let out_w = shape.frames * shape.output_width();
+    let mut b = fixed_backend(&shape, big, "8");
+    // Alone: windows 0..40 and the last 24 (partial and full tiles of both kernels).
+    let picked: Vec<usize> = (0..40).chain(big - 24..big).collect();
+    let alone: Vec<Vec<f32>> = picked
+        .iter()
+        .map(|&w| run_device(&mut b, &shape, &all[w * in_w..(w + 1) * in_w], 1))
+        .collect();
+    let mut planned = tf32_backend(&stack(&shape), 1, Overrides::default());
+    let plain = run_device(&mut planned, &shape, &all[..in_w], 1);
+    assert!(
+        first_difference(&plain, &alone[0]).is_some(),
+        "the fixed-point recurrence gave the plan's section-8 bits: did it run?"
+    );
+    let mut at_1024: Vec<Vec<f32>> = Vec::new();
+    for name in KERNELS {
+        b.set_fixed_recurrence(Some(name)).expect("fixed");
+        for batch in [33, 257, 1024] {
+            let got = run_device(&mut b, &shape, &all, batch);
+            let mut want = Vec::new();
+            let mut have = Vec::new();
+            for (i, &w) in picked.iter().enumerate() {
+                if w < batch {
+                    want.extend_from_slice(&alone[i]);
+                    have.extend_from_slice(&got[w * out_w..(w + 1) * out_w]);
+                }
+            }
+            let differ = differing_windows(&want, &have, out_w, shape.output_width());
+            eprintln!(
+                "fixed{name} batch {batch}: {} of the {} windows checked differ from their batch-1 bits",
+                differ.len(),
+                want.len() / out_w
+            );
+            assert!(differ.is_empty(), "fixed{name} batch {batch}: {differ:?}");
+            if batch == big {
+                at_1024.push(got);
+            }
+        }
+    }
+    assert_same_bits(&at_1024[0], &at_1024[1], "fixed8 vs fixed16 at batch 1024");
+}
+
+/// `forward_with_state` with the fixed-point recurrence: the same output bits as `forward`,
+/// finite states, and the last layer's `h_n` equal to the output at each window's last
+/// (forward) and first (reverse) frame (batch 9, 64 frames: a partial tile).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fixed_recurrence_final_states_are_the_last_outputs() {
+    if no_fixed_recurrence_here() {
+        return;
+    }
+    let shape = StackShape::pyannote().with_frames(64);
+    let batch = 9;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    for name in KERNELS {
+        let mut b = fixed_backend(&shape, batch, name);
+        let plain = run(&mut b, &shape, &input, batch);
+        let mut out = vec![f32::NAN; plain.len()];
+        let n = shape.state_len(batch).expect("state length");
+        let (mut h_n, mut c_n) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+        b.forward_with_state(&input, batch, &mut out, &mut h_n, &mut c_n)
+            .unwrap_or_else(|e| panic!("forward_with_state: {e}"));
+        assert_same_bits(&plain, &out, "forward_with_state vs forward");
+        assert!(h_n.iter().chain(&c_n).all(|v| v.is_finite()));
+        let hidden = shape.hidden;
+        let last = shape.layers - 1;
+        for w in 0..batch {
+            for d in 0..2 {
+                let frame = if d == 0 { shape.frames - 1 } else { 0 };
+                let at = ((w * shape.frames + frame) * 2 + d) * hidden;
+                let state = ((2 * last + d) * batch + w) * hidden;
+                assert_same_bits(
+                    &h_n[state..state + hidden],
+                    &out[at..at + hidden],
+                    &format!("fixed{name} window {w} direction {d}: h_n vs output"),
+                );
+            }
+        }
+    }
+}
+
+/// FP32 passes never run the fixed-point recurrence (TF32 mode only): with the hook set they
+/// keep their bits.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp32_passes_ignore_the_fixed_recurrence() {
+    let shape = StackShape::pyannote().with_frames(64);
+    let st = stack(&shape);
+    let batch = 9;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let mut b = prepared(&st, batch);
+    let before = run(&mut b, &shape, &input, batch);
+    b.set_fixed_recurrence(Some("16")).expect("fixed");
+    let after = run(&mut b, &shape, &input, batch);
+    assert_same_bits(&before, &after, "FP32 with the fixed-point hook set");
+}
+
+/// The cluster kernels (8 windows a 2- and a 4-CTA cluster) wait for their partners' bytes of
+/// h with a bound: a CTA told never to push (the stall hook; forward direction's cluster at
+/// layer 0, reverse direction's at layer 2) ends the forward within 30 s in `PartnerLost`
+/// naming the kernel, the layer and the direction; without the fault the same backend gives
+/// the clean run's bits again.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_lost_partner_ends_the_cluster_kernels_in_partner_lost() {
+    if no_fixed_recurrence_here() {
+        return;
+    }
+    let shape = StackShape::pyannote().with_frames(64);
+    let batch = 9;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    for (name, size, entry) in [
+        ("8c2", 2u32, "bilstm_recurrence_fixed8c2"),
+        ("8c4", 4, "bilstm_recurrence_fixed8c4"),
+    ] {
+        let mut b = fixed_backend(&shape, batch, name);
+        let clean = run(&mut b, &shape, &input, batch);
+        b.set_spin_timeout(Duration::from_millis(200));
+        // CTA x of a layer's launch is rank x % size of cluster x / size, whose direction is
+        // (x / size) % 2.
+        for (layer, direction, block) in [
+            (0, Direction::Forward, 1),
+            (2, Direction::Reverse, size + 1),
+        ] {
+            b.inject_stall(Some(StallInjection {
+                layer,
+                direction,
+                block,
+            }));
+            let mut out = vec![0.0; shape.output_len(batch).expect("output length")];
+            let started = Instant::now();
+            let e = b
+                .forward(&input, batch, &mut out)
+                .expect_err("a lost partner");
+            let took = started.elapsed();
+            eprintln!(
+                "{entry}: stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
+                took.as_secs_f64()
+            );
+            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+            match e {
+                CudaError::PartnerLost {
+                    kernel: k,
+                    layer: l,
+                    direction: d,
+                    ..
+                } => assert_eq!((k, l, d), (entry, layer, direction)),
+                other => panic!("expected PartnerLost, got {other}"),
+            }
+            assert!(took < Duration::from_secs(30), "took {took:?}");
+        }
+        b.inject_stall(None);
+        let again = run(&mut b, &shape, &input, batch);
+        assert_same_bits(&clean, &again, &format!("{entry}: after the lost partners"));
+    }
+}
+
+/// The pass `scripts/gpu-run.sh` runs under compute-sanitizer: 9 windows of 17 frames with
+/// each kernel (a partial tile; both slots and planes), within TF32 mode's budget.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_fixed_pass_for_sanitizers() {
+    if no_fixed_recurrence_here() {
+        return;
+    }
+    let shape = StackShape::pyannote().with_frames(17);
+    let st = stack(&shape);
+    let batch = 9;
+    let input = random_input(&shape, batch, INPUT_SEED);
+    let want = reference(&st, &input, batch);
+    for name in KERNELS {
+        let mut b = fixed_backend(&shape, batch, name);
+        let got = run(&mut b, &shape, &input, batch);
+        let (rel, max_abs) = errors(&got, &want);
+        eprintln!("fixed{name} batch {batch}, 17 frames: rel L2 {rel:.3e}, max abs {max_abs:.3e}");
+        assert!(rel <= gpu_budget(MathMode::Tf32));
+    }
+}
