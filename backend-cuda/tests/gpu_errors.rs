@@ -3,14 +3,15 @@
 
 mod gpu_support;
 
-use std::time::{Duration, Instant};
-
 use bilstm_core::owned::random_input;
 use bilstm_core::{
     Backend, BackendConfig, BackendError, Direction, ErrorKind, MathMode, StackShape,
 };
-use bilstm_cuda::{CudaError, Overrides, RecurrenceKind, StallInjection};
-use gpu_support::{INPUT_SEED, assert_same_bits, gpu, prepared, prepared_kind, run, stack};
+use bilstm_cuda::{CudaError, Overrides, RecurrenceKind};
+use gpu_support::{
+    INPUT_SEED, assert_same_bits, gpu, prepared, prepared_kind, run, stack,
+    stalls_end_in_partner_lost,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -126,57 +127,6 @@ fn a_lost_partner_ends_with_partner_lost_not_a_hang() {
         }
         stalls_end_in_partner_lost(&mut b, &shape, &input, &stalls, kernel);
     }
-}
-
-/// For each `(layer, direction, block)` of `stalls`, a forward of `input` with that block told
-/// never to publish ends within 30 s in `PartnerLost` naming `kernel`, the layer and the
-/// direction; afterwards, without the fault, the backend gives the clean run's bits again.
-// Test helper: a failed expectation is a failed test.
-#[allow(clippy::unwrap_used, clippy::panic)]
-fn stalls_end_in_partner_lost(
-    b: &mut bilstm_cuda::CudaBackend,
-    shape: &StackShape,
-    input: &[f32],
-    stalls: &[(usize, Direction, u32)],
-    kernel: &str,
-) {
-    let batch = input.len() / shape.input_len(1).unwrap();
-    let clean = run(b, shape, input, batch);
-    b.set_spin_timeout(Duration::from_millis(200));
-    for &(layer, direction, block) in stalls {
-        b.inject_stall(Some(StallInjection {
-            layer,
-            direction,
-            block,
-        }));
-        let mut out = vec![0.0; shape.output_len(batch).unwrap()];
-        let started = Instant::now();
-        let e = b.forward(input, batch, &mut out).unwrap_err();
-        let took = started.elapsed();
-        eprintln!(
-            "{kernel}: stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
-            took.as_secs_f64()
-        );
-        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-        match e {
-            CudaError::PartnerLost {
-                kernel: k,
-                layer: l,
-                direction: d,
-                ..
-            } => assert_eq!((k, l, d), (kernel, layer, direction)),
-            other => panic!("expected PartnerLost, got {other}"),
-        }
-        assert!(took < Duration::from_secs(30), "took {took:?}");
-    }
-    // Without the fault the same backend works again, bit for bit.
-    b.inject_stall(None);
-    let again = run(b, shape, input, batch);
-    assert_same_bits(
-        &clean,
-        &again,
-        &format!("{kernel}: after recovering from lost partners"),
-    );
 }
 
 #[test]

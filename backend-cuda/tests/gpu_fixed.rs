@@ -15,13 +15,11 @@ mod gpu_support;
 
 use bilstm_core::accuracy::gpu_budget;
 use bilstm_core::owned::random_input;
-use std::time::{Duration, Instant};
-
-use bilstm_core::{Backend, BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
-use bilstm_cuda::{CudaBackend, CudaError, StallInjection};
+use bilstm_core::{Backend, Direction, MathMode, Overrides, StackShape};
+use bilstm_cuda::CudaBackend;
 use gpu_support::{
     INPUT_SEED, assert_same_bits, cached_reference, differing_windows, errors, first_difference,
-    gpu, prepared, reference, run, run_device, stack, tf32_backend,
+    gpu, prepared, reference, run, run_device, stack, stalls_end_in_partner_lost, tf32_backend,
 };
 
 /// Whether this GPU lacks the fixed-point recurrence (cluster plans: 9.0); says so.
@@ -220,44 +218,13 @@ fn a_lost_partner_ends_the_cluster_kernels_in_partner_lost() {
         ("8c4", 4, "bilstm_recurrence_fixed8c4"),
     ] {
         let mut b = fixed_backend(&shape, batch, name);
-        let clean = run(&mut b, &shape, &input, batch);
-        b.set_spin_timeout(Duration::from_millis(200));
         // CTA x of a layer's launch is rank x % size of cluster x / size, whose direction is
         // (x / size) % 2.
-        for (layer, direction, block) in [
+        let stalls = [
             (0, Direction::Forward, 1),
             (2, Direction::Reverse, size + 1),
-        ] {
-            b.inject_stall(Some(StallInjection {
-                layer,
-                direction,
-                block,
-            }));
-            let mut out = vec![0.0; shape.output_len(batch).expect("output length")];
-            let started = Instant::now();
-            let e = b
-                .forward(&input, batch, &mut out)
-                .expect_err("a lost partner");
-            let took = started.elapsed();
-            eprintln!(
-                "{entry}: stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
-                took.as_secs_f64()
-            );
-            assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-            match e {
-                CudaError::PartnerLost {
-                    kernel: k,
-                    layer: l,
-                    direction: d,
-                    ..
-                } => assert_eq!((k, l, d), (entry, layer, direction)),
-                other => panic!("expected PartnerLost, got {other}"),
-            }
-            assert!(took < Duration::from_secs(30), "took {took:?}");
-        }
-        b.inject_stall(None);
-        let again = run(&mut b, &shape, &input, batch);
-        assert_same_bits(&clean, &again, &format!("{entry}: after the lost partners"));
+        ];
+        stalls_end_in_partner_lost(&mut b, &shape, &input, &stalls, entry);
     }
 }
 

@@ -290,3 +290,56 @@ pub fn assert_same_bits(a: &[f32], b: &[f32], what: &str) {
         );
     }
 }
+
+/// For each `(layer, direction, block)` of `stalls`, a forward of `input` with that block told
+/// never to publish ends within 30 s in `PartnerLost` naming `kernel`, the layer and the
+/// direction; afterwards, without the fault, the backend gives the clean run's bits again.
+pub fn stalls_end_in_partner_lost(
+    b: &mut bilstm_cuda::CudaBackend,
+    shape: &StackShape,
+    input: &[f32],
+    stalls: &[(usize, bilstm_core::Direction, u32)],
+    kernel: &str,
+) {
+    let batch = input.len() / shape.input_len(1).unwrap();
+    let clean = run(b, shape, input, batch);
+    b.set_spin_timeout(std::time::Duration::from_millis(200));
+    for &(layer, direction, block) in stalls {
+        b.inject_stall(Some(bilstm_cuda::StallInjection {
+            layer,
+            direction,
+            block,
+        }));
+        let mut out = vec![0.0; shape.output_len(batch).unwrap()];
+        let started = std::time::Instant::now();
+        let e = b.forward(input, batch, &mut out).unwrap_err();
+        let took = started.elapsed();
+        eprintln!(
+            "{kernel}: stall at layer {layer} {direction} block {block}: {e} after {:.2} s",
+            took.as_secs_f64()
+        );
+        assert_eq!(
+            bilstm_core::BackendError::kind(&e),
+            bilstm_core::ErrorKind::Timeout,
+            "{e}"
+        );
+        match e {
+            bilstm_cuda::CudaError::PartnerLost {
+                kernel: k,
+                layer: l,
+                direction: d,
+                ..
+            } => assert_eq!((k, l, d), (kernel, layer, direction)),
+            other => panic!("expected PartnerLost, got {other}"),
+        }
+        assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    }
+    // Without the fault the same backend works again, bit for bit.
+    b.inject_stall(None);
+    let again = run(b, shape, input, batch);
+    assert_same_bits(
+        &clean,
+        &again,
+        &format!("{kernel}: after recovering from lost partners"),
+    );
+}
