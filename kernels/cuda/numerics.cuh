@@ -323,19 +323,20 @@ __device__ __forceinline__ int bl_fx_row_exponent(float m) {
     return e < -96 ? -96 : e;
 }
 
-// A scaled weight (|x| < 2^15) to the nearest integer, at most 32767 in magnitude.
-__device__ __forceinline__ int bl_fx_quantise(float x) {
-    const int q = __float2int_rn(x);
-    return q > 32767 ? 32767 : (q < -32767 ? -32767 : q);
-}
-
 // 1.5 * 2^23 (0x4b400000): adding it to a float of magnitude below 2^22 leaves the nearest
 // integer (ties to even) in the low mantissa bits.
 #define BL_FX_MAGIC 12582912.0f
 
+// A scaled weight (|x| <= 2^15) to the nearest integer (ties to even, by the magic constant, as
+// the recurrences round everywhere: no cvt), at most 32767 in magnitude.
+__device__ __forceinline__ int bl_fx_quantise(float x) {
+    const int q = __float_as_int(x + BL_FX_MAGIC) - 0x4b400000;
+    return q > 32767 ? 32767 : (q < -32767 ? -32767 : q);
+}
+
 // h (|h| <= 1, or NaN) to 16-bit fixed point: rint(h 2^15) (one fused multiply-add with the
 // magic constant: h 2^15 is exact, the sum is rounded once, to an integer), at most 32767 in
-// magnitude; the same values as bl_fx_quantise(h * 32768) without the conversion unit.
+// magnitude; the same values as bl_fx_quantise(h * 32768).
 __device__ __forceinline__ int bl_fx_quantise_h(float h) {
     const int q = __float_as_int(__fmaf_rn(h, 32768.0f, BL_FX_MAGIC)) - 0x4b400000;
     return q > 32767 ? 32767 : (q < -32767 ? -32767 : q);
