@@ -1479,33 +1479,20 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
                     }
                 }
             } else {
-                // The exact sums of each tile (numerics.cuh section 9: A, B, C), each in CH
-                // partial sums (exact integers: any grouping gives the same sum): CH = 1 with
-                // one CTA (registers: 512 threads), else A, the two halves of B and C each split
-                // by k chunks 0-1 / 2-3, so that no product chain is longer than two.
-                constexpr int CH = S == 1 ? 1 : 2;
-                constexpr int NB = S == 1 ? 1 : 2;  // B's partial sums: its two byte products
-                int acc_a[CH][MT][4];
-                int acc_b[NB * CH][MT][4];
-                int acc_c[CH][MT][4];
+                // The three exact sums of each tile (numerics.cuh section 9: A, B, C).
+                int acc[3][MT][4];
 #pragma unroll
-                for (int ch = 0; ch < CH; ++ch) {
+                for (int s3 = 0; s3 < 3; ++s3) {
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {
-                            acc_a[ch][mt][i] = 0;
-                            acc_c[ch][mt][i] = 0;
-#pragma unroll
-                            for (int nb = 0; nb < NB; ++nb) {
-                                acc_b[nb * CH + ch][mt][i] = 0;
-                            }
+                            acc[s3][mt][i] = 0;
                         }
                     }
                 }
 #pragma unroll
                 for (int kc2 = 0; kc2 < 2; ++kc2) {
-                    const int ch = CH == 1 ? 0 : kc2;
                     // B fragments of k chunks 2 kc2 and 2 kc2 + 1: bh / bl[2 sub], [2 sub + 1].
                     bl_u32 bh[4];
                     bl_u32 bl[4];
@@ -1515,23 +1502,22 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
 #pragma unroll
                     for (int sub = 0; sub < 2; ++sub) {
                         const int kc = 2 * kc2 + sub;
-                        // Ordered so that the products into one sum are at least four
-                        // instructions apart.
+                        // Ordered so that the two products into B are four instructions apart.
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_ss(acc_a[ch][mt], a[mt][kc][0], bh[2 * sub], bh[2 * sub + 1]);
+                            bl_fx_mma_ss(acc[0][mt], a[mt][kc][0], bh[2 * sub], bh[2 * sub + 1]);
                         }
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_su(acc_b[ch][mt], a[mt][kc][0], bl[2 * sub], bl[2 * sub + 1]);
+                            bl_fx_mma_su(acc[1][mt], a[mt][kc][0], bl[2 * sub], bl[2 * sub + 1]);
                         }
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_uu(acc_c[ch][mt], a[mt][kc][1], bl[2 * sub], bl[2 * sub + 1]);
+                            bl_fx_mma_uu(acc[2][mt], a[mt][kc][1], bl[2 * sub], bl[2 * sub + 1]);
                         }
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_us(acc_b[(NB - 1) * CH + ch][mt], a[mt][kc][1], bh[2 * sub], bh[2 * sub + 1]);
+                            bl_fx_mma_us(acc[1][mt], a[mt][kc][1], bh[2 * sub], bh[2 * sub + 1]);
                         }
                     }
                 }
@@ -1539,19 +1525,7 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
                 for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
-                        int sa = acc_a[0][mt][i];
-                        int sb = acc_b[0][mt][i];
-                        int sc = acc_c[0][mt][i];
-#pragma unroll
-                        for (int ch = 1; ch < CH; ++ch) {
-                            sa += acc_a[ch][mt][i];
-                            sc += acc_c[ch][mt][i];
-                        }
-#pragma unroll
-                        for (int x = 1; x < NB * CH; ++x) {
-                            sb += acc_b[x][mt][i];
-                        }
-                        dot[mt][i] = bl_fx_dot(sa, sb, sc, scale[mt][i >> 1]);
+                        dot[mt][i] = bl_fx_dot(acc[0][mt][i], acc[1][mt][i], acc[2][mt][i], scale[mt][i >> 1]);
                     }
                 }
             }
