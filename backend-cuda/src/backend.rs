@@ -166,21 +166,20 @@ impl Drop for CudaBackend {
 /// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
-/// Experimental, for measurements only: set to `8` or `16`, TF32 passes of cluster plans
+/// Experimental, for measurements only: set to `8`, `8c2` or `8c4`, TF32 passes of cluster plans
 /// (compute capability 9.0) run the fixed-point tensor-core recurrence
-/// (`bilstm_recurrence_fixed8` / `16`, that many windows a CTA: `numerics.cuh` section 9;
-/// `8c2` / `8c4`: 8 windows a 2- / 4-CTA cluster)
+/// (`bilstm_recurrence_fixed8`: 8 windows a CTA, `numerics.cuh` section 9; `fixed8c2` /
+/// `fixed8c4`: 8 windows a 2- / 4-CTA cluster)
 /// instead of the plan's kernel. Its bits are its own (the same in both kernels and at every
 /// batch) and differ from TF32 mode's other kernels', so plans never pick it; any other value
 /// (or none) leaves the plan's kernel.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
-/// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` or `16` windows a CTA,
+/// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
 /// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster.
 pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<KernelId> {
     match value.map(str::trim) {
         Some("8") => Some(KernelId::RecurrenceFixed8),
-        Some("16") => Some(KernelId::RecurrenceFixed16),
         Some("8c2") => Some(KernelId::RecurrenceFixed8C2),
         Some("8c4") => Some(KernelId::RecurrenceFixed8C4),
         _ => None,
@@ -692,31 +691,33 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_recurrence_switch_names_8_or_16_windows_else_nothing() {
-        assert_eq!(
-            parse_fixed_recurrence(Some("8")),
-            Some(KernelId::RecurrenceFixed8)
-        );
-        assert_eq!(
-            parse_fixed_recurrence(Some(" 16 ")),
-            Some(KernelId::RecurrenceFixed16)
-        );
-        for other in [None, Some(""), Some("0"), Some("4"), Some("32"), Some("on")] {
-            assert_eq!(parse_fixed_recurrence(other), None, "{other:?}");
-        }
-        for id in [KernelId::RecurrenceFixed8, KernelId::RecurrenceFixed16] {
+    fn the_fixed_recurrence_switch_names_its_three_kernels_else_nothing() {
+        for (value, id, size) in [
+            (" 8 ", KernelId::RecurrenceFixed8, 1u32),
+            ("8c2", KernelId::RecurrenceFixed8C2, 2),
+            ("8c4", KernelId::RecurrenceFixed8C4, 4),
+        ] {
+            assert_eq!(parse_fixed_recurrence(Some(value)), Some(id), "{value}");
+            assert!(id.is_fixed_point());
             let k = id.kernel();
             assert_eq!(
-                k.block_threads as usize,
+                k.block_threads as usize * size as usize,
                 bilstm_core::geometry::FIXED_THREADS
             );
-            assert!(matches!(
+            assert_eq!(
                 k.launch,
-                bilstm_kernels::LaunchKind::Cluster {
-                    size: 1,
-                    windows: 8 | 16
-                }
-            ));
+                bilstm_kernels::LaunchKind::Cluster { size, windows: 8 }
+            );
+        }
+        for other in [
+            None,
+            Some(""),
+            Some("0"),
+            Some("16"),
+            Some("8c8"),
+            Some("on"),
+        ] {
+            assert_eq!(parse_fixed_recurrence(other), None, "{other:?}");
         }
     }
 }

@@ -45,8 +45,8 @@ impl CudaBackend {
     }
 
     /// Test-only: TF32 passes of cluster plans run the experimental fixed-point recurrence
-    /// that `name` names as `FIXED_RECURRENCE_ENV` does (`8`, `16`, `8c2`, `8c4`), or the
-    /// plan's kernel (`None`).
+    /// that `name` names as `FIXED_RECURRENCE_ENV` does (`8`, `8c2`, `8c4`), or the plan's
+    /// kernel (`None`).
     ///
     /// # Errors
     /// [`CudaError::Internal`] for another name.
@@ -56,7 +56,7 @@ impl CudaBackend {
                 None => None,
                 Some(n) => Some(crate::backend::parse_fixed_recurrence(Some(n)).ok_or_else(
                     || CudaError::Internal {
-                        what: format!("no fixed-point recurrence named {n:?} (8, 16, 8c2 or 8c4)"),
+                        what: format!("no fixed-point recurrence named {n:?} (8, 8c2 or 8c4)"),
                     },
                 )?),
             };

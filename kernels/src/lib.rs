@@ -73,8 +73,6 @@ pub enum KernelId {
     /// direction, R as 16-bit fixed point in registers, exact integer products on the tensor
     /// cores (TF32 mode only; compute capability 9.0 and later).
     RecurrenceFixed8,
-    /// `bilstm_recurrence_fixed16`: [`KernelId::RecurrenceFixed8`] with 16 windows a CTA.
-    RecurrenceFixed16,
     /// `bilstm_recurrence_fixed8c2`: [`KernelId::RecurrenceFixed8`] split over 2-CTA clusters.
     RecurrenceFixed8C2,
     /// `bilstm_recurrence_fixed8c4`: [`KernelId::RecurrenceFixed8`] split over 4-CTA clusters.
@@ -101,7 +99,7 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 22] = [
+pub const ALL: [KernelId; 21] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -115,7 +113,6 @@ pub const ALL: [KernelId; 22] = [
     KernelId::RecurrenceCluster2W8,
     KernelId::RecurrenceCluster2W16,
     KernelId::RecurrenceFixed8,
-    KernelId::RecurrenceFixed16,
     KernelId::RecurrenceFixed8C2,
     KernelId::RecurrenceFixed8C4,
     KernelId::ProjectionTf32,
@@ -414,15 +411,6 @@ pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
 pub const RECURRENCE_FIXED8: Kernel =
     fixed_kernel(KernelId::RecurrenceFixed8, "bilstm_recurrence_fixed8", 1, 8);
 
-/// `bilstm_recurrence_fixed16`: [`RECURRENCE_FIXED8`] with 16 windows a CTA, grid
-/// `2 * ceil(batch / 16)` CTAs; the same bits as [`RECURRENCE_FIXED8`] for every window.
-pub const RECURRENCE_FIXED16: Kernel = fixed_kernel(
-    KernelId::RecurrenceFixed16,
-    "bilstm_recurrence_fixed16",
-    1,
-    16,
-);
-
 /// `bilstm_recurrence_fixed8c2`: [`RECURRENCE_FIXED8`] with each tile's units split over a
 /// 2-CTA cluster (`FIXED_THREADS / 2` threads a CTA, 64 units each), each CTA pushing its
 /// units' bytes of h into every CTA's shared memory with `st.async` and waiting (bounded, as
@@ -567,7 +555,6 @@ impl KernelId {
         matches!(
             self,
             KernelId::RecurrenceFixed8
-                | KernelId::RecurrenceFixed16
                 | KernelId::RecurrenceFixed8C2
                 | KernelId::RecurrenceFixed8C4
         )
@@ -589,7 +576,6 @@ impl KernelId {
             KernelId::RecurrenceCluster2W8 => &RECURRENCE_CLUSTER2W8,
             KernelId::RecurrenceCluster2W16 => &RECURRENCE_CLUSTER2W16,
             KernelId::RecurrenceFixed8 => &RECURRENCE_FIXED8,
-            KernelId::RecurrenceFixed16 => &RECURRENCE_FIXED16,
             KernelId::RecurrenceFixed8C2 => &RECURRENCE_FIXED8C2,
             KernelId::RecurrenceFixed8C4 => &RECURRENCE_FIXED8C4,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
@@ -617,7 +603,6 @@ impl KernelId {
             KernelId::RecurrenceCluster2W8 => "recurrence_cluster2w8",
             KernelId::RecurrenceCluster2W16 => "recurrence_cluster2w16",
             KernelId::RecurrenceFixed8 => "recurrence_fixed8",
-            KernelId::RecurrenceFixed16 => "recurrence_fixed16",
             KernelId::RecurrenceFixed8C2 => "recurrence_fixed8c2",
             KernelId::RecurrenceFixed8C4 => "recurrence_fixed8c4",
             KernelId::ProjectionTf32 => "projection_tf32",
