@@ -300,7 +300,7 @@ impl CudaBackend {
                     .map_err(CudaError::driver("recording the last layer's start"))?;
             }
             if let Some(cluster) = plan.schedule.choice.cluster() {
-                let id = match self.fixed_recurrence.filter(|_| tile.tf32_numerics()) {
+                let id = match self.fixed_recurrence_for(tile) {
                     Some(id) => id,
                     None => cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?,
                 };
@@ -460,19 +460,17 @@ impl CudaBackend {
             RecurrenceKind::Resident => launch::recurrence_resident::KERNEL,
             RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
             RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
-            RecurrenceKind::Cluster => match summary.plan.schedule.choice.cluster() {
-                Some(_)
-                    if summary.projection_tile.tf32_numerics()
-                        && self.fixed_recurrence.is_some() =>
-                {
-                    self.fixed_recurrence.map_or("", |id| id.kernel().entry)
-                }
-                Some(c) => {
+            RecurrenceKind::Cluster => match (
+                self.fixed_recurrence_for(summary.projection_tile),
+                summary.plan.schedule.choice.cluster(),
+            ) {
+                (Some(fixed), Some(_)) => fixed.kernel().entry,
+                (None, Some(c)) => {
                     cluster_kernel(c.cluster_size, c.windows_per_cluster)?
                         .kernel()
                         .entry
                 }
-                None => "bilstm_recurrence_cluster",
+                (_, None) => "bilstm_recurrence_cluster",
             },
         };
         let mut report = [0i32; ERROR_WORDS];
@@ -497,6 +495,15 @@ impl CudaBackend {
     }
 }
 
+impl CudaBackend {
+    /// The experimental fixed-point recurrence that a cluster plan's pass with projection
+    /// `tile` runs instead of the plan's kernel: [`CudaBackend::fixed_recurrence`] for TF32
+    /// passes (the kernels implement TF32 mode only), else none.
+    fn fixed_recurrence_for(&self, tile: ProjectionTile) -> Option<KernelId> {
+        self.fixed_recurrence.filter(|_| tile.tf32_numerics())
+    }
+}
+
 /// The cluster kernel of `size` CTAs per cluster running `windows` windows each: the entry of
 /// [`bilstm_kernels::ALL`] whose launch kind says so.
 ///
@@ -506,8 +513,8 @@ impl CudaBackend {
 fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
     bilstm_kernels::ALL
         .into_iter()
-        // The experimental fixed-point recurrences are launched as one-CTA clusters but are
-        // never planned (FIXED_RECURRENCE_ENV forces them).
+        // The experimental fixed-point recurrences are launched as clusters but are never
+        // planned (FIXED_RECURRENCE_ENV forces them).
         .filter(|id| !id.is_fixed_point())
         .find(|id| match id.kernel().launch {
             bilstm_kernels::LaunchKind::Cluster {
