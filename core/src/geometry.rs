@@ -116,9 +116,10 @@ pub const QUAD_PIECE_FLOATS: usize = 2 * DOT_CHAIN_TERMS + 4;
 /// The register quads: floats of one window's hidden state in the shared slots.
 pub const QUAD_H_ROW_FLOATS: usize = QUAD_GROUP_LANES * QUAD_PIECE_FLOATS;
 
-/// The fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8` / `16`, experimental):
-/// threads per CTA, 16 warps, each owning 8 units (two m16 tiles of gate rows, R as A
-/// fragments in 64 registers a thread). H200, 2026-12-03 session 23 (TF32, 589 frames, medians
+/// The fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8`, experimental): threads of
+/// a tile's CTAs together (one CTA; `FIXED_THREADS / S` each in the S-CTA cluster kernels), 16
+/// warps, each owning 8 units (two m16 tiles of gate rows, R as A fragments in 64 registers a
+/// thread). H200, 2026-12-03 session 23 (TF32, 589 frames, medians
 /// of 20): 16 warps against 8 (each owning 16 units) 11.10 against 11.72 ms at batch 1024 with 8
 /// windows a CTA, 11.07 against 11.66 with 16; batch 1 3.09 against 3.52 ms.
 pub const FIXED_THREADS: usize = 512;
