@@ -26,6 +26,7 @@ pub mod coop;
 pub mod device;
 pub mod error;
 pub mod exchange;
+pub mod fixed;
 pub mod geometry;
 pub mod layout;
 pub mod memory;

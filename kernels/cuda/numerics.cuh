@@ -314,7 +314,8 @@ __device__ __forceinline__ float bl_output_value(float h, bl_u32 to_tf32) {
 //    The dot is (A 2^16 + rn(B 2^8 + C)) rounded, times 2^(e_r - 30) (bl_fx_dot); the rest
 //    (sections 2, 6, 7) as TF32 mode. Its error against the exact product is far below TF32
 //    mode's (relative L2 against f64 unchanged at 4 digits: 1.136e-3 / 1.096e-3 / 1.098e-3 at
-//    batches 1 / 8 / 33, H200 session 23).
+//    batches 1 / 8 / 33, H200 session 23). bilstm_core::fixed (core/src/fixed.rs) states the
+//    same integer arithmetic on the host and tests these bounds at every byte's extremes.
 
 // The exponent e of a row's largest magnitude m (finite, >= 0): m < 2^e; at least -96 so that
 // 2^(e - 30) stays a normal float.

@@ -1,0 +1,237 @@
+//! The fixed-point recurrent product (`kernels/cuda/numerics.cuh` section 9; the experimental
+//! `bilstm_recurrence_fixed*` kernels), as plain integer arithmetic: an executable statement
+//! of what those kernels compute for one gate row, and of the bounds their 32-bit sums rely on.
+//!
+//! A row of R is scaled by `2^(15 - e)` ([`row_exponent`] of its largest magnitude) and rounded
+//! to a 16-bit integer ([`quantise`]); h to `rint(h 2^15)` ([`quantise_h`]). Each `q` splits as
+//! `256 q1 + q0` ([`split`]: `q1` a signed byte, `q0` an unsigned one), and the byte products
+//! summed over the row are exact integers in any order ([`sums`]): `A = Σ q1 h1`,
+//! `B = Σ (q1 h0 + q0 h1)`, `C = Σ q0 h0`. The dot is `(A 2^16 + rn(B 2^8 + C))` rounded, times
+//! `2^(e - 30)` ([`dot_from_sums`]).
+//!
+//! ```
+//! use bilstm_core::fixed;
+//! let row = [0.25f32, -0.5, 0.125, 0.0];
+//! let h = [0.5f32, 0.25, -1.0, 0.75];
+//! let exact: f64 = row.iter().zip(&h).map(|(&r, &x)| f64::from(r) * f64::from(x)).sum();
+//! let got = fixed::row_dot(&row, &h).unwrap();
+//! assert!((f64::from(got) - exact).abs() < 1e-4);
+//! ```
+
+use crate::error::CoreError;
+
+/// The most terms one row's sums may hold (the kernels' `HIDDEN`, 128): [`sums`] refuses more,
+/// since `B 2^8 + C` fits 32 bits only up to this length.
+pub const MAX_TERMS: usize = 128;
+
+/// The largest magnitude of a quantised value: `±32767`, so that the high byte stays in
+/// `-128 ..= 127`.
+pub const MAX_Q: i32 = 32767;
+
+/// The exponent `e` of a row whose largest magnitude is `max_abs` (finite, at least 0):
+/// `max_abs < 2^e`, and at least -96 so that `2^(e - 30)` stays a normal f32.
+pub fn row_exponent(max_abs: f32) -> i32 {
+    let e = ((max_abs.to_bits() >> 23) & 0xff) as i32 - 126;
+    e.max(-96)
+}
+
+/// The nearest integer to `x` (ties to even), clamped to `±MAX_Q`; NaN gives `MAX_Q` (the
+/// kernels' magic-constant rounding of a NaN).
+pub fn quantise(x: f32) -> i16 {
+    if x.is_nan() {
+        return MAX_Q as i16;
+    }
+    let r = libm::rintf(x);
+    if r >= MAX_Q as f32 {
+        MAX_Q as i16
+    } else if r <= -MAX_Q as f32 {
+        -MAX_Q as i16
+    } else {
+        r as i16
+    }
+}
+
+/// h as 16-bit fixed point: `rint(h 2^15)`, clamped to `±MAX_Q`.
+pub fn quantise_h(h: f32) -> i16 {
+    quantise(h * 32768.0)
+}
+
+/// `q = 256 q1 + q0`: the signed high byte and the unsigned low byte.
+pub fn split(q: i16) -> (i8, u8) {
+    ((q >> 8) as i8, (q & 0xff) as u8)
+}
+
+/// The exact sums `(A, B, C)` of a row's quantised weights `q` and quantised h `hq`.
+///
+/// # Errors
+/// [`CoreError::Shape`] when the lengths differ or exceed [`MAX_TERMS`].
+pub fn sums(q: &[i16], hq: &[i16]) -> Result<(i32, i32, i32), CoreError> {
+    if q.len() != hq.len() || q.len() > MAX_TERMS {
+        return Err(CoreError::Shape {
+            what: "fixed-point terms (equal lengths, at most 128)",
+            expected: q.len().min(MAX_TERMS),
+            got: hq.len(),
+        });
+    }
+    let (mut a, mut b, mut c) = (0i32, 0i32, 0i32);
+    for (&w, &x) in q.iter().zip(hq) {
+        let (w1, w0) = split(w);
+        let (x1, x0) = split(x);
+        a += i32::from(w1) * i32::from(x1);
+        b += i32::from(w1) * i32::from(x0) + i32::from(w0) * i32::from(x1);
+        c += i32::from(w0) * i32::from(x0);
+    }
+    Ok((a, b, c))
+}
+
+/// The dot from the exact sums and the row's exponent: `B 2^8 + C` (exact in 32 bits),
+/// rounded to f32, then `A 2^16` plus that rounded once, times `2^(e - 30)`.
+pub fn dot_from_sums(a: i32, b: i32, c: i32, e: i32) -> f32 {
+    let t = b * 256 + c;
+    let scale = f32::from_bits(((e - 30 + 127) as u32) << 23);
+    libm::fmaf(a as f32, 65536.0, t as f32) * scale
+}
+
+/// One gate row's recurrent dot with h, the fixed-point way (at most [`MAX_TERMS`] terms). The
+/// weights are meant to be finite (models are validated when loaded); a non-finite one gives a
+/// clamped, meaningless result, never a panic.
+///
+/// # Errors
+/// [`CoreError::Shape`] when the lengths differ or exceed [`MAX_TERMS`].
+pub fn row_dot(row: &[f32], h: &[f32]) -> Result<f32, CoreError> {
+    if row.len() != h.len() || row.len() > MAX_TERMS {
+        return Err(CoreError::Shape {
+            what: "fixed-point terms (equal lengths, at most 128)",
+            expected: row.len().min(MAX_TERMS),
+            got: h.len(),
+        });
+    }
+    let max_abs = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let e = row_exponent(max_abs);
+    let up = f32::from_bits(((15 - e + 127) as u32) << 23);
+    let mut q = [0i16; MAX_TERMS];
+    let mut hq = [0i16; MAX_TERMS];
+    for (k, (&w, &x)) in row.iter().zip(h).enumerate() {
+        q[k] = quantise(w * up);
+        hq[k] = quantise_h(x);
+    }
+    let (a, b, c) = sums(&q[..row.len()], &hq[..row.len()])?;
+    Ok(dot_from_sums(a, b, c, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    #[test]
+    fn the_sums_are_the_exact_product_in_every_order() {
+        let mut rng = SplitMix64::new(23);
+        for _ in 0..200 {
+            let q: Vec<i16> = (0..MAX_TERMS)
+                .map(|_| (rng.next_u64() % 65535) as i32 - MAX_Q)
+                .map(|v| v as i16)
+                .collect();
+            let hq: Vec<i16> = (0..MAX_TERMS)
+                .map(|_| (rng.next_u64() % 65535) as i32 - MAX_Q)
+                .map(|v| v as i16)
+                .collect();
+            let (a, b, c) = sums(&q, &hq).unwrap();
+            let exact: i64 = q
+                .iter()
+                .zip(&hq)
+                .map(|(&w, &x)| i64::from(w) * i64::from(x))
+                .sum();
+            assert_eq!(
+                i64::from(a) * 65536 + i64::from(b) * 256 + i64::from(c),
+                exact
+            );
+            let mut rq = q.clone();
+            let mut rh = hq.clone();
+            rq.reverse();
+            rh.reverse();
+            assert_eq!(sums(&rq, &rh).unwrap(), (a, b, c));
+        }
+    }
+
+    /// The bounds numerics.cuh section 9 states and the kernels rely on: |A| <= 2^21 (an exact
+    /// float conversion below 2^22), |B| <= 8,355,840, 0 <= C <= 8,323,200, and B 2^8 + C in
+    /// 32 bits, at the extremes of every byte.
+    #[test]
+    fn the_sums_stay_within_the_kernels_bounds_at_the_extremes() {
+        let extremes: [i16; 6] = [-32767, -32513, -32640, 32767, 32639, -1];
+        for &w in &extremes {
+            for &x in &extremes {
+                let (a, b, c) = sums(&[w; MAX_TERMS], &[x; MAX_TERMS]).unwrap();
+                assert!(a.unsigned_abs() <= 1 << 21, "{w} {x}: A {a}");
+                assert!(b.unsigned_abs() <= 8_355_840, "{w} {x}: B {b}");
+                assert!((0..=8_323_200).contains(&c), "{w} {x}: C {c}");
+                let t = i64::from(b) * 256 + i64::from(c);
+                assert!(i32::try_from(t).is_ok(), "{w} {x}: B 2^8 + C = {t}");
+            }
+        }
+        // The worst B: high bytes -128 against low bytes 255 in both products.
+        let (_, b, _) = sums(&[-32513; MAX_TERMS], &[-32513; MAX_TERMS]).unwrap();
+        assert_eq!(b, -8_355_840);
+    }
+
+    #[test]
+    fn quantising_rounds_to_even_and_clamps() {
+        assert_eq!(quantise(0.5), 0);
+        assert_eq!(quantise(1.5), 2);
+        assert_eq!(quantise(-2.5), -2);
+        assert_eq!(quantise(40000.0), 32767);
+        assert_eq!(quantise(-40000.0), -32767);
+        assert_eq!(quantise(f32::NAN), 32767);
+        assert_eq!(quantise_h(1.0), 32767);
+        assert_eq!(quantise_h(-1.0), -32767);
+        assert_eq!(quantise_h(0.25), 8192);
+        assert_eq!(split(-32767), (-128, 1));
+        assert_eq!(split(32767), (127, 255));
+        assert_eq!(split(-1), (-1, 255));
+        assert_eq!(row_exponent(0.0), -96);
+        assert_eq!(row_exponent(0.5), 0);
+        assert_eq!(row_exponent(0.49), -1);
+        assert_eq!(row_exponent(1.0), 1);
+    }
+
+    /// Against f64, a row's fixed-point dot is far closer than TF32 rounding would be: within
+    /// 2^-14 of sum |r| (the products' own scale) for random rows and h in (-1, 1).
+    #[test]
+    fn the_dot_is_close_to_f64() {
+        let mut rng = SplitMix64::new(7);
+        let mut uniform = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        for scale in [1.0f64, 0.3, 1e-3, 40.0] {
+            for _ in 0..100 {
+                let row: Vec<f32> = (0..MAX_TERMS).map(|_| (uniform() * scale) as f32).collect();
+                let h: Vec<f32> = (0..MAX_TERMS).map(|_| uniform() as f32).collect();
+                let exact: f64 = row
+                    .iter()
+                    .zip(&h)
+                    .map(|(&r, &x)| f64::from(r) * f64::from(x))
+                    .sum();
+                let size: f64 = row.iter().map(|&r| f64::from(r).abs()).sum();
+                let got = f64::from(row_dot(&row, &h).unwrap());
+                assert!(
+                    (got - exact).abs() <= size / 16384.0,
+                    "scale {scale}: {got} vs {exact}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bad_rows_are_errors() {
+        assert!(matches!(
+            row_dot(&[1.0, 2.0], &[0.5]),
+            Err(CoreError::Shape { .. })
+        ));
+        // Not refused, not a panic: a clamped value.
+        assert!(row_dot(&[1.0, f32::INFINITY], &[0.5, 0.5]).is_ok());
+        assert!(row_dot(&[1.0, f32::NAN], &[0.5, f32::NAN]).is_ok());
+        assert!(matches!(
+            sums(&[0; 129], &[0; 129]),
+            Err(CoreError::Shape { .. })
+        ));
+    }
+}
