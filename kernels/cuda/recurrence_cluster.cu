@@ -1243,13 +1243,13 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
 // ---- The fixed-point tensor-core recurrence (bilstm_recurrence_fixed*; experimental) -----------
 // Launch contract (the file's, with these differences): a cluster of S CTAs per direction and
-// tile of W = 8 NT windows: fixed8 (S = 1, NT = 1), fixed8c2 (S = 2, NT = 1), fixed8c4 (S = 4,
-// NT = 1; NT = 2, 16 windows a CTA, measured 2 % faster at batch 1024 in session 23, was dropped:
-// at 512 threads its registers spilled); grid (2 * ceil(batch / W) * S, 1, 1) with the cluster
-// dimension (S, 1, 1), cluster x = blockIdx.x / S runs windows (x / 2) W .. (x / 2) W + W - 1
-// that exist in direction x % 2; block (BILSTM_FIXED_THREADS / S, 1, 1); no dynamic shared
-// memory, static bl_fx_shared<NT> (two slots of two byte planes of W rows of
-// BILSTM_FIXED_H_ROW_BYTES bytes and two mbarriers: 4,624 / 9,232 bytes). TF32 mode only
+// tile of W = 8 windows: fixed8 (S = 1), fixed8c2 (S = 2), fixed8c4 (S = 4; a 16-window CTA,
+// measured 2 % faster at batch 1024 in session 23, was dropped: at 512 threads its registers
+// spilled); grid (2 * ceil(batch / 8) * S, 1, 1) with the cluster dimension (S, 1, 1), cluster
+// x = blockIdx.x / S runs windows (x / 2) 8 .. (x / 2) 8 + 7 that exist in direction x % 2;
+// block (BILSTM_FIXED_THREADS / S, 1, 1); no dynamic shared memory, static bl_fx_shared (two
+// slots of two byte planes of 8 rows of BILSTM_FIXED_H_ROW_BYTES bytes and two mbarriers: 4,624
+// bytes). TF32 mode only
 // (tf32_numerics must be nonzero, else a trap): numerics.cuh section 9 for the recurrent product,
 // sections 2, 6 and 7 for the rest, so every window's bits are the same in every entry and at
 // every batch (not those of the other kernels' section 8). S = 1: nothing waits on another CTA
@@ -1280,9 +1280,9 @@ static_assert(BL_FX_STRIDE % 16 == 0 && (BL_FX_STRIDE / 4) % 32 == 4,
               "rows 16-byte aligned and 4 banks apart: an ldmatrix phase's 8 rows hit distinct banks");
 static_assert(BILSTM_HIDDEN == 128, "four k chunks of 32");
 
-template <int NT>
+constexpr int BL_FX_WINDOWS = 8;  // windows a tile: the MMA's N
 struct __align__(16) bl_fx_shared {
-    unsigned char h[2][2][8 * NT][BL_FX_STRIDE];  // [slot][plane: 0 high (s8), 1 low (u8)][window][unit]
+    unsigned char h[2][2][BL_FX_WINDOWS][BL_FX_STRIDE];  // [slot][plane: 0 high (s8), 1 low (u8)][window][unit]
     bl_u64 bar[2];                                // clusters of S > 1: slot s's pushes (step s)
 };
 
@@ -1313,23 +1313,15 @@ __device__ __forceinline__ void bl_fx_st8(bl_u32 addr, bl_u32 v) {
     asm volatile("st.shared.u8 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
 }
 
-// Pushes one 32-bit word to shared::cluster address `dst`, completing 4 bytes on mbarrier `bar`.
-__device__ __forceinline__ void bl_fx_push(bl_u32 dst, bl_u32 value, bl_u32 bar) {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
-                 :
-                 : "r"(dst), "r"(value), "r"(bar)
-                 : "memory");
-}
-
 // S CTAs a cluster (1, 2 or 4) split the 128 units: CTA rank r owns units 128 r / S ..
 // 128 (r + 1) / S - 1 with 16 / S warps of 8 units.
-template <int NT, int S>
+template <int S>
 __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_params& p) {
-    constexpr int W = 8 * NT;
+    constexpr int W = BL_FX_WINDOWS;
     constexpr int MT = 2;  // m16 tiles a warp: gates (i, f) and (g, o) of its 8 units
     constexpr int UNITS = BILSTM_HIDDEN / S;
     static_assert(S == 1 || S == 2 || S == 4, "clusters of 1, 2 or 4 CTAs");
-    auto& sh = bl_cl_static_shared<bl_fx_shared<NT>>();
+    auto& sh = bl_cl_static_shared<bl_fx_shared>();
     const bl_u32 cluster = blockIdx.x / (bl_u32)S;
     const bl_u32 rank = S == 1 ? 0u : bl_cl_rank();
     const bl_u32 direction = cluster % 2u;
@@ -1401,22 +1393,19 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
     }
 
     const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
-    // This lane's cells: windows 8 nt + 2 tig + j of the tile (a copy of the last real window
-    // where that one does not exist, computed and never stored).
-    bl_u64 window_row[NT][2];  // the cell window's first projection / output row
-    bool real[NT][2];
-    float c[NT][2];
-    float h_last[NT][2];
+    // This lane's cells: windows 2 tig + j of the tile (a copy of the last real window where
+    // that one does not exist, computed and never stored).
+    bl_u64 window_row[2];  // the cell window's first projection / output row
+    bool real[2];
+    float c[2];
+    float h_last[2];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-            const bl_u32 slot_w = (bl_u32)(8 * nt + 2 * tig + j);
-            real[nt][j] = slot_w < valid;
-            window_row[nt][j] = (bl_u64)(first_window + (real[nt][j] ? slot_w : valid - 1u)) * frames;
-            c[nt][j] = 0.0f;
-            h_last[nt][j] = 0.0f;
-        }
+    for (int j = 0; j < 2; ++j) {
+        const bl_u32 slot_w = (bl_u32)(2 * tig + j);
+        real[j] = slot_w < valid;
+        window_row[j] = (bl_u64)(first_window + (real[j] ? slot_w : valid - 1u)) * frames;
+        c[j] = 0.0f;
+        h_last[j] = 0.0f;
     }
     const bl_u32 h_base = bl_cl_smem(&sh.h[0][0][0][0]);
     constexpr bl_u32 PLANE = (bl_u32)(W * BL_FX_STRIDE);
@@ -1426,7 +1415,7 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
     constexpr bl_u32 STEP_BYTES = (bl_u32)(2 * BILSTM_HIDDEN * W);
     const bl_u32 bar0 = bl_cl_smem(&sh.bar[0]);
     // The word this lane pushes (S > 1): item r = gid % 4 of its group of four units
-    // (units 4 (gid / 4) .. + 3 of the warp): plane r / 2, window 2 tig + r % 2 of each tile.
+    // (units 4 (gid / 4) .. + 3 of the warp): plane r / 2, window 2 tig + r % 2.
     const int item = gid & 3;
     const bl_u32 word_off =
         (bl_u32)((item >> 1) * (int)PLANE + (2 * tig + (item & 1)) * BL_FX_STRIDE) + (unit - (bl_u32)(gid & 3));
@@ -1461,124 +1450,121 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
                 }
             }
         }
+        float4 gin[2];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            float4 gin[2];
+        for (int j = 0; j < 2; ++j) {
+            gin[j] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[j] + frame) * BILSTM_GATE_ROWS) +
+                           unit);
+        }
+        float dot[MT][4];
+        if (step == 0) {
+            // h = 0: the dot is +0.0f (what the sums give).
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                gin[j] = __ldg(reinterpret_cast<const float4*>(proj + (window_row[nt][j] + frame) * BILSTM_GATE_ROWS) +
-                               unit);
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    dot[mt][i] = 0.0f;
+                }
             }
-            float dot[MT][4];
-            if (step == 0) {
-                // h = 0: the dot is +0.0f (what the sums give).
+        } else {
+            // The three exact sums of each tile (numerics.cuh section 9: A, B, C).
+            int acc[3][MT][4];
+#pragma unroll
+            for (int s3 = 0; s3 < 3; ++s3) {
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
                     for (int i = 0; i < 4; ++i) {
-                        dot[mt][i] = 0.0f;
+                        acc[s3][mt][i] = 0;
                     }
                 }
-            } else {
-                // The three exact sums of each tile (numerics.cuh section 9: A, B, C).
-                int acc[3][MT][4];
+            }
 #pragma unroll
-                for (int s3 = 0; s3 < 3; ++s3) {
+            for (int kc2 = 0; kc2 < 2; ++kc2) {
+                // B fragments of k chunks 2 kc2 and 2 kc2 + 1: bh / bl[2 sub], [2 sub + 1].
+                bl_u32 bh[4];
+                bl_u32 bl[4];
+                const bl_u32 at = from + ld_off + (bl_u32)(kc2 * 64);
+                bl_fx_ldsm4(bh, at);
+                bl_fx_ldsm4(bl, at + PLANE);
+#pragma unroll
+                for (int sub = 0; sub < 2; ++sub) {
+                    const int kc = 2 * kc2 + sub;
+                    // Ordered so that the two products into B are four instructions apart.
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            acc[s3][mt][i] = 0;
-                        }
+                        bl_fx_mma_ss(acc[0][mt], a[mt][kc][0], bh[2 * sub], bh[2 * sub + 1]);
                     }
-                }
 #pragma unroll
-                for (int kc2 = 0; kc2 < 2; ++kc2) {
-                    // B fragments of k chunks 2 kc2 and 2 kc2 + 1: bh / bl[2 sub], [2 sub + 1].
-                    bl_u32 bh[4];
-                    bl_u32 bl[4];
-                    const bl_u32 at = from + (bl_u32)(nt * 8 * BL_FX_STRIDE) + ld_off + (bl_u32)(kc2 * 64);
-                    bl_fx_ldsm4(bh, at);
-                    bl_fx_ldsm4(bl, at + PLANE);
-#pragma unroll
-                    for (int sub = 0; sub < 2; ++sub) {
-                        const int kc = 2 * kc2 + sub;
-                        // Ordered so that the two products into B are four instructions apart.
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_ss(acc[0][mt], a[mt][kc][0], bh[2 * sub], bh[2 * sub + 1]);
-                        }
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_su(acc[1][mt], a[mt][kc][0], bl[2 * sub], bl[2 * sub + 1]);
-                        }
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_uu(acc[2][mt], a[mt][kc][1], bl[2 * sub], bl[2 * sub + 1]);
-                        }
-#pragma unroll
-                        for (int mt = 0; mt < MT; ++mt) {
-                            bl_fx_mma_us(acc[1][mt], a[mt][kc][1], bh[2 * sub], bh[2 * sub + 1]);
-                        }
+                    for (int mt = 0; mt < MT; ++mt) {
+                        bl_fx_mma_su(acc[1][mt], a[mt][kc][0], bl[2 * sub], bl[2 * sub + 1]);
                     }
-                }
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
+                    for (int mt = 0; mt < MT; ++mt) {
+                        bl_fx_mma_uu(acc[2][mt], a[mt][kc][1], bl[2 * sub], bl[2 * sub + 1]);
+                    }
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        dot[mt][i] = bl_fx_dot(acc[0][mt][i], acc[1][mt][i], acc[2][mt][i], scale[mt][i >> 1]);
+                    for (int mt = 0; mt < MT; ++mt) {
+                        bl_fx_mma_us(acc[1][mt], a[mt][kc][1], bh[2 * sub], bh[2 * sub + 1]);
                     }
                 }
             }
-            // Window 2 tig + j of the tile: gate i / f from tile 0's elements j / 2 + j, g / o
-            // from tile 1's.
-            bl_u32 bytes[4];  // item r = plane 2 (r / 2) ... : high / low byte of window j = r % 2
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    dot[mt][i] = bl_fx_dot(acc[0][mt][i], acc[1][mt][i], acc[2][mt][i], scale[mt][i >> 1]);
+                }
+            }
+        }
+        // Window 2 tig + j of the tile: gate i / f from tile 0's elements j / 2 + j, g / o
+        // from tile 1's.
+        bl_u32 bytes[4];  // item r: the high (r < 2) or low byte of window 2 tig + r % 2
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const float h = bl_lstm_cell_g<true>(bl_preactivation(gin[j].x, dot[0][j], bias.x),
+                                                 bl_preactivation(gin[j].y, dot[0][2 + j], bias.y),
+                                                 bl_preactivation(gin[j].z, dot[1][j], bias.z),
+                                                 bl_preactivation(gin[j].w, dot[1][2 + j], bias.w), &c[j]);
+            h_last[j] = h;
+            if (real[j]) {
+                p.out[(window_row[j] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] =
+                    bl_output_value(h, p.out_tf32);
+            }
+            const int q = bl_fx_quantise_h(h);
+            bytes[j] = (bl_u32)(q >> 8) & 0xffu;
+            bytes[2 + j] = (bl_u32)q & 0xffu;
+        }
+        if constexpr (S == 1) {
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                const float h = bl_lstm_cell_g<true>(bl_preactivation(gin[j].x, dot[0][j], bias.x),
-                                                     bl_preactivation(gin[j].y, dot[0][2 + j], bias.y),
-                                                     bl_preactivation(gin[j].z, dot[1][j], bias.z),
-                                                     bl_preactivation(gin[j].w, dot[1][2 + j], bias.w), &c[nt][j]);
-                h_last[nt][j] = h;
-                if (real[nt][j]) {
-                    p.out[(window_row[nt][j] + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] =
-                        bl_output_value(h, p.out_tf32);
-                }
-                const int q = bl_fx_quantise_h(h);
-                bytes[j] = (bl_u32)(q >> 8) & 0xffu;
-                bytes[2 + j] = (bl_u32)q & 0xffu;
+                const bl_u32 dst = to + (bl_u32)((2 * tig + j) * BL_FX_STRIDE) + unit;
+                bl_fx_st8(dst, bytes[j]);
+                bl_fx_st8(dst + PLANE, bytes[2 + j]);
             }
-            if constexpr (S == 1) {
+        } else {
+            // Four lanes (gid 4 g4 .. 4 g4 + 3, one tig) hold four consecutive units' bytes of
+            // the same four items; lane item r gathers item r of all four (round k: every
+            // lane sends its item (r - k) % 4 and receives its own item from lane r + k),
+            // then pushes that word into every CTA of the cluster.
+            bl_u32 word = 0u;
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    const bl_u32 dst = to + (bl_u32)((8 * nt + 2 * tig + j) * BL_FX_STRIDE) + unit;
-                    bl_fx_st8(dst, bytes[j]);
-                    bl_fx_st8(dst + PLANE, bytes[2 + j]);
-                }
-            } else {
-                // Four lanes (gid 4 g4 .. 4 g4 + 3, one tig) hold four consecutive units' bytes of
-                // the same four items; lane item r gathers item r of all four (round k: every
-                // lane sends its item (r - k) % 4 and receives its own item from lane r + k),
-                // then pushes that word into every CTA of the cluster.
-                bl_u32 word = 0u;
+            for (int k = 0; k < 4; ++k) {
+                const int send_item = (item - k) & 3;
+                const bl_u32 send = send_item == 0 ? bytes[0]
+                                    : send_item == 1 ? bytes[1]
+                                    : send_item == 2 ? bytes[2]
+                                                     : bytes[3];
+                const int src = (item + k) & 3;
+                const bl_u32 got = __shfl_sync(BL_FULL_MASK, send, ((gid & ~3) + src) * 4 + tig);
+                word |= got << (8 * src);
+            }
+            if (!stalled) {
+                const bl_u32 dst = to + word_off;
+                const bl_u32 done = bar0 + 8u * (step & 1u);
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const int send_item = (item - k) & 3;
-                    const bl_u32 send = send_item == 0 ? bytes[0]
-                                        : send_item == 1 ? bytes[1]
-                                        : send_item == 2 ? bytes[2]
-                                                         : bytes[3];
-                    const int src = (item + k) & 3;
-                    const bl_u32 got = __shfl_sync(BL_FULL_MASK, send, ((gid & ~3) + src) * 4 + tig);
-                    word |= got << (8 * src);
-                }
-                if (!stalled) {
-                    const bl_u32 dst = to + (bl_u32)(nt * 8 * BL_FX_STRIDE) + word_off;
-                    const bl_u32 done = bar0 + 8u * (step & 1u);
-#pragma unroll
-                    for (int q = 0; q < S; ++q) {
-                        bl_fx_push(bl_cl_mapa(dst, (bl_u32)q), word, bl_cl_mapa(done, (bl_u32)q));
-                    }
+                for (int q = 0; q < S; ++q) {
+                    bl_cl_push(bl_cl_mapa(dst, (bl_u32)q), __uint_as_float(word), bl_cl_mapa(done, (bl_u32)q));
                 }
             }
         }
@@ -1588,14 +1574,10 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
     }
     if (!aborted && frames > 0) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-                if (real[nt][j]) {
-                    bl_store_final_state(p.state_h, p.state_c, direction, p.batch,
-                                         first_window + (bl_u32)(8 * nt + 2 * tig + j), unit, h_last[nt][j],
-                                         c[nt][j]);
-                }
+        for (int j = 0; j < 2; ++j) {
+            if (real[j]) {
+                bl_store_final_state(p.state_h, p.state_c, direction, p.batch, first_window + (bl_u32)(2 * tig + j),
+                                     unit, h_last[j], c[j]);
             }
         }
     }
@@ -1623,12 +1605,12 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
 }
 
 // The fixed-point entries run TF32 mode only: FP32 mode's numerics are not built for them.
-#define BL_FX_BODY(NT, S)                    \
+#define BL_FX_BODY(S)                        \
     do {                                     \
         if (p.tf32_numerics == 0u) {         \
             asm volatile("trap;");           \
         }                                    \
-        bl_recurrence_fixed<NT, S>(p);       \
+        bl_recurrence_fixed<S>(p);           \
     } while (0)
 
 // Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
@@ -1672,7 +1654,7 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
         (void)p;              \
         asm volatile("trap;"); \
     } while (0)
-#define BL_FX_BODY(NT, S)     \
+#define BL_FX_BODY(S)         \
     do {                      \
         (void)p;              \
         asm volatile("trap;"); \
@@ -1711,15 +1693,15 @@ extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS, 1)
     bilstm_recurrence_fixed8(const bl_recurrence_cluster_params p) {
-    BL_FX_BODY(1, 1);
+    BL_FX_BODY(1);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 2, 1)
     bilstm_recurrence_fixed8c2(const bl_recurrence_cluster_params p) {
-    BL_FX_BODY(1, 2);
+    BL_FX_BODY(2);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 4, 1)
     bilstm_recurrence_fixed8c4(const bl_recurrence_cluster_params p) {
-    BL_FX_BODY(1, 4);
+    BL_FX_BODY(4);
 }
