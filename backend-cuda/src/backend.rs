@@ -169,10 +169,9 @@ pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 /// Experimental, for measurements only: set to `8`, `8c2` or `8c4`, TF32 passes of cluster plans
 /// (compute capability 9.0) run the fixed-point tensor-core recurrence
 /// (`bilstm_recurrence_fixed8`: 8 windows a CTA, `numerics.cuh` section 9; `fixed8c2` /
-/// `fixed8c4`: 8 windows a 2- / 4-CTA cluster)
-/// instead of the plan's kernel. Its bits are its own (the same in both kernels and at every
-/// batch) and differ from TF32 mode's other kernels', so plans never pick it; any other value
-/// (or none) leaves the plan's kernel.
+/// `fixed8c4`: 8 windows a 2- / 4-CTA cluster) instead of the plan's kernel. Its bits are its
+/// own (the same in all three kernels and at every batch) and differ from TF32 mode's other
+/// kernels', so plans never pick it; any other value (or none) leaves the plan's kernel.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
@@ -706,7 +705,10 @@ mod tests {
             );
             assert_eq!(
                 k.launch,
-                bilstm_kernels::LaunchKind::Cluster { size, windows: 8 }
+                bilstm_kernels::LaunchKind::Cluster {
+                    size,
+                    windows: bilstm_core::geometry::FIXED_WINDOWS as u32
+                }
             );
         }
         for other in [

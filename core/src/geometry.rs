@@ -123,6 +123,9 @@ pub const QUAD_H_ROW_FLOATS: usize = QUAD_GROUP_LANES * QUAD_PIECE_FLOATS;
 /// of 20): 16 warps against 8 (each owning 16 units) 11.10 against 11.72 ms at batch 1024 with 8
 /// windows a CTA, 11.07 against 11.66 with 16; batch 1 3.09 against 3.52 ms.
 pub const FIXED_THREADS: usize = 512;
+/// The fixed-point recurrence: windows a tile (the `mma.m16n8k32` N; one tile per CTA, or per
+/// cluster in the cluster kernels).
+pub const FIXED_WINDOWS: usize = 8;
 /// The fixed-point recurrence: bytes a window's row of a byte plane of h takes in shared memory
 /// (128 units padded by 16: rows 36 words apart, so the 8 rows of an `ldmatrix` phase hit
 /// distinct banks).
@@ -351,7 +354,7 @@ pub const MAX_DEFINES: usize = 80;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 73] = [
+    let all: [(&'static str, usize); 74] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -378,6 +381,7 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_QUAD_PIECE_FLOATS", QUAD_PIECE_FLOATS),
         ("BILSTM_QUAD_H_ROW_FLOATS", QUAD_H_ROW_FLOATS),
         ("BILSTM_FIXED_THREADS", FIXED_THREADS),
+        ("BILSTM_FIXED_WINDOWS", FIXED_WINDOWS),
         ("BILSTM_FIXED_H_ROW_BYTES", FIXED_H_ROW_BYTES),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
         ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
@@ -511,7 +515,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 73);
+        assert_eq!(d.len(), 74);
         assert!(d.contains(&("BILSTM_PROJ_RES_SHARED_BYTES", 229_632)));
         assert!(d.contains(&("BILSTM_FIXED_THREADS", 512)));
         for (i, (name, _)) in d.iter().enumerate() {

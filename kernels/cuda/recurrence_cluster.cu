@@ -64,7 +64,8 @@
 // - Defines read: BILSTM_HIDDEN, BILSTM_GATES, BILSTM_GATE_ROWS, BILSTM_CLUSTER_THREADS,
 //   BILSTM_CLUSTER_GROUP_LANES, BILSTM_DOT_CHAINS, BILSTM_DOT_CHAIN_TERMS, BILSTM_WARP_THREADS,
 //   BILSTM_TF32_DOT_CHAINS, BILSTM_TF32_DOT_CHAIN_TERMS, BILSTM_QUAD_GROUP_LANES,
-//   BILSTM_QUAD_PIECE_FLOATS, BILSTM_QUAD_H_ROW_FLOATS.
+//   BILSTM_QUAD_PIECE_FLOATS, BILSTM_QUAD_H_ROW_FLOATS, BILSTM_FIXED_THREADS, BILSTM_FIXED_WINDOWS,
+//   BILSTM_FIXED_H_ROW_BYTES.
 //
 // Thread mapping of the one- and two-window kernels (S CTAs of 256 threads; the numbers below are
 // what the defines give; FP32 mode first, TF32 mode's differences after it):
@@ -1280,7 +1281,7 @@ static_assert(BL_FX_STRIDE % 16 == 0 && (BL_FX_STRIDE / 4) % 32 == 4,
               "rows 16-byte aligned and 4 banks apart: an ldmatrix phase's 8 rows hit distinct banks");
 static_assert(BILSTM_HIDDEN == 128, "four k chunks of 32");
 
-constexpr int BL_FX_WINDOWS = 8;  // windows a tile: the MMA's N
+constexpr int BL_FX_WINDOWS = BILSTM_FIXED_WINDOWS;  // windows a tile: the MMA's N
 struct __align__(16) bl_fx_shared {
     unsigned char h[2][2][BL_FX_WINDOWS][BL_FX_STRIDE];  // [slot][plane: 0 high (s8), 1 low (u8)][window][unit]
     bl_u64 bar[2];                                // clusters of S > 1: slot s's pushes (step s)

@@ -409,7 +409,7 @@ pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
 /// [`params::RecurrenceClusterParams`] (`tf32_numerics` must be set: FP32 mode traps). Nothing
 /// waits on another CTA. Compute capability 9.0 or later.
 pub const RECURRENCE_FIXED8: Kernel =
-    fixed_kernel(KernelId::RecurrenceFixed8, "bilstm_recurrence_fixed8", 1, 8);
+    fixed_kernel(KernelId::RecurrenceFixed8, "bilstm_recurrence_fixed8", 1);
 
 /// `bilstm_recurrence_fixed8c2`: [`RECURRENCE_FIXED8`] with each tile's units split over a
 /// 2-CTA cluster (`FIXED_THREADS / 2` threads a CTA, 64 units each), each CTA pushing its
@@ -419,7 +419,6 @@ pub const RECURRENCE_FIXED8C2: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed8C2,
     "bilstm_recurrence_fixed8c2",
     2,
-    8,
 );
 
 /// `bilstm_recurrence_fixed8c4`: [`RECURRENCE_FIXED8C2`] with 4-CTA clusters
@@ -428,15 +427,14 @@ pub const RECURRENCE_FIXED8C4: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed8C4,
     "bilstm_recurrence_fixed8c4",
     4,
-    8,
 );
 
 /// A fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
-/// `FIXED_THREADS / size` threads running `windows` windows each.
-const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32, windows: u32) -> Kernel {
+/// `FIXED_THREADS / size` threads running `FIXED_WINDOWS` windows each.
+const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32) -> Kernel {
     Kernel {
         block_threads: geometry::FIXED_THREADS as u32 / size,
-        ..cluster_kernel(id, entry, size, windows, 0)
+        ..cluster_kernel(id, entry, size, geometry::FIXED_WINDOWS as u32, 0)
     }
 }
 
