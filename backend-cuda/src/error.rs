@@ -126,6 +126,17 @@ pub enum CudaError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A setting named a value that does not exist (an experimental switch given an unknown
+    /// name, say). Kind [`ErrorKind::InvalidInput`].
+    #[error("{setting}: no such value {value:?} (expected {expected})")]
+    UnknownSetting {
+        /// The setting (`"fixed-point recurrence"`).
+        setting: &'static str,
+        /// The value given.
+        value: String,
+        /// The values it accepts.
+        expected: &'static str,
+    },
     /// An invariant of the backend did not hold. Kind [`ErrorKind::Internal`].
     #[error("internal error: {what}")]
     Internal {
@@ -149,7 +160,9 @@ impl BackendError for CudaError {
             CudaError::Unsupported { .. } => ErrorKind::Unsupported,
             CudaError::Driver { .. } | CudaError::Launch { .. } => ErrorKind::Device,
             CudaError::PartnerLost { .. } => ErrorKind::Timeout,
-            CudaError::DeviceBuffer { .. } | CudaError::Foreign { .. } => ErrorKind::InvalidInput,
+            CudaError::DeviceBuffer { .. }
+            | CudaError::Foreign { .. }
+            | CudaError::UnknownSetting { .. } => ErrorKind::InvalidInput,
             CudaError::Contract { .. }
             | CudaError::KernelReport { .. }
             | CudaError::OccupancyMismatch { .. }
@@ -171,6 +184,16 @@ mod tests {
             step: 7,
         };
         assert_eq!(lost.kind(), ErrorKind::Timeout);
+        let unknown = CudaError::UnknownSetting {
+            setting: "fixed-point recurrence",
+            value: "16".into(),
+            expected: "8, 8c2 or 8c4",
+        };
+        assert_eq!(unknown.kind(), ErrorKind::InvalidInput);
+        assert_eq!(
+            unknown.to_string(),
+            "fixed-point recurrence: no such value \"16\" (expected 8, 8c2 or 8c4)"
+        );
         assert_eq!(
             lost.to_string(),
             "bilstm_recurrence_wide: a partner block never published (layer 2, reverse, step 7)"

@@ -49,14 +49,16 @@ impl CudaBackend {
     /// kernel (`None`).
     ///
     /// # Errors
-    /// [`CudaError::Internal`] for another name.
+    /// [`CudaError::UnknownSetting`] for another name.
     pub fn set_fixed_recurrence(&mut self, name: Option<&str>) -> Result<(), CudaError> {
         self.fixed_recurrence =
             match name {
                 None => None,
                 Some(n) => Some(crate::backend::parse_fixed_recurrence(Some(n)).ok_or_else(
-                    || CudaError::Internal {
-                        what: format!("no fixed-point recurrence named {n:?} (8, 8c2 or 8c4)"),
+                    || CudaError::UnknownSetting {
+                        setting: "fixed-point recurrence",
+                        value: n.to_owned(),
+                        expected: "8, 8c2 or 8c4",
                     },
                 )?),
             };

@@ -15,7 +15,7 @@ mod gpu_support;
 
 use bilstm_core::accuracy::gpu_budget;
 use bilstm_core::owned::random_input;
-use bilstm_core::{Backend, Direction, MathMode, Overrides, StackShape};
+use bilstm_core::{Backend, BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
     INPUT_SEED, assert_same_bits, cached_reference, differing_windows, errors, first_difference,
@@ -45,11 +45,15 @@ fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBacken
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn only_the_four_kernels_are_named() {
+fn only_the_three_kernels_are_named() {
     let mut b = gpu();
-    for bad in ["", "4", "32", "8c8", "fixed8"] {
+    for bad in ["", "4", "16", "32", "8c8", "fixed8"] {
         let e = b.set_fixed_recurrence(Some(bad)).expect_err("refused");
-        assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!("fixed-point recurrence: no such value {bad:?} (expected 8, 8c2 or 8c4)")
+        );
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     }
     for name in KERNELS {
         b.set_fixed_recurrence(Some(name)).expect(name);
