@@ -493,9 +493,7 @@ impl CudaBackend {
             code => Err(CudaError::KernelReport { kernel, code }),
         }
     }
-}
 
-impl CudaBackend {
     /// The experimental fixed-point recurrence that a cluster plan's pass with projection
     /// `tile` runs instead of the plan's kernel: [`CudaBackend::fixed_recurrence`] for TF32
     /// passes (the kernels implement TF32 mode only), else none.

@@ -93,6 +93,8 @@ __device__ __forceinline__ float bl_ex2_approx(float x) {
 // 1.5 * 2^23 (0x4b400000): a float in [2^23, 2^24) has ulp 1, so adding this constant to a
 // value p with |p| < 2^22 rounds p to an integer in the last mantissa bits.
 #define BL_ROUND_MAGIC 12582912.0f
+// BL_ROUND_MAGIC's bits.
+#define BL_ROUND_MAGIC_BITS 0x4b400000
 
 // e^x: clamp x to [-87, 88] (NaN passes through), n = rint(x * log2 e), r = x - n ln 2 with
 // ln 2 = hi + lo (two FMAs), e^r = 2^(r * log2 e) by ex2.approx, then the exact scaling by
@@ -324,28 +326,28 @@ __device__ __forceinline__ int bl_fx_row_exponent(float m) {
     return e < -96 ? -96 : e;
 }
 
-// 1.5 * 2^23 (0x4b400000): adding it to a float of magnitude below 2^22 leaves the nearest
-// integer (ties to even) in the low mantissa bits.
-#define BL_FX_MAGIC 12582912.0f
-
-// A scaled weight (|x| <= 2^15) to the nearest integer (ties to even, by the magic constant, as
-// the recurrences round everywhere: no cvt), at most 32767 in magnitude.
-__device__ __forceinline__ int bl_fx_quantise(float x) {
-    const int q = __float_as_int(x + BL_FX_MAGIC) - 0x4b400000;
+// t = BL_ROUND_MAGIC + k for an integer k (|k| < 2^22; the sum rounded once, ties to even, as
+// the recurrences round everywhere: no cvt) back to k, clamped to 16-bit magnitude (32767).
+__device__ __forceinline__ int bl_fx_from_magic(float t) {
+    const int q = __float_as_int(t) - BL_ROUND_MAGIC_BITS;
     return q > 32767 ? 32767 : (q < -32767 ? -32767 : q);
+}
+
+// A scaled weight (|x| <= 2^15) to the nearest integer, at most 32767 in magnitude.
+__device__ __forceinline__ int bl_fx_quantise(float x) {
+    return bl_fx_from_magic(x + BL_ROUND_MAGIC);
 }
 
 // h (|h| <= 1, or NaN) to 16-bit fixed point: rint(h 2^15) (one fused multiply-add with the
 // magic constant: h 2^15 is exact, the sum is rounded once, to an integer), at most 32767 in
 // magnitude; the same values as bl_fx_quantise(h * 32768).
 __device__ __forceinline__ int bl_fx_quantise_h(float h) {
-    const int q = __float_as_int(__fmaf_rn(h, 32768.0f, BL_FX_MAGIC)) - 0x4b400000;
-    return q > 32767 ? 32767 : (q < -32767 ? -32767 : q);
+    return bl_fx_from_magic(__fmaf_rn(h, 32768.0f, BL_ROUND_MAGIC));
 }
 
 // An integer of magnitude below 2^22 as a float, exactly, without the conversion unit.
 __device__ __forceinline__ float bl_fx_exact_float(int x) {
-    return __int_as_float(x + 0x4b400000) - BL_FX_MAGIC;
+    return __int_as_float(x + BL_ROUND_MAGIC_BITS) - BL_ROUND_MAGIC;
 }
 
 // The dot from the exact sums A, B, C (|A| < 2^22, |B 2^8 + C| < 2^31): B 2^8 + C exactly in 32

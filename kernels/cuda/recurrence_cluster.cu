@@ -1244,9 +1244,9 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 
 // ---- The fixed-point tensor-core recurrence (bilstm_recurrence_fixed*; experimental) -----------
 // Launch contract (the file's, with these differences): a cluster of S CTAs per direction and
-// tile of W = 8 windows: fixed8 (S = 1), fixed8c2 (S = 2), fixed8c4 (S = 4; a 16-window CTA,
-// measured 2 % faster at batch 1024 in session 23, was dropped: at 512 threads its registers
-// spilled); grid (2 * ceil(batch / 8) * S, 1, 1) with the cluster dimension (S, 1, 1), cluster
+// tile of W = 8 windows: fixed8 (S = 1), fixed8c2 (S = 2), fixed8c4 (S = 4) (a 16-window
+// one-CTA kernel, measured 2 % faster than fixed8 at batch 1024 in session 23, was dropped: at
+// 512 threads its registers spilled); grid (2 * ceil(batch / 8) * S, 1, 1) with the cluster dimension (S, 1, 1), cluster
 // x = blockIdx.x / S runs windows (x / 2) 8 .. (x / 2) 8 + 7 that exist in direction x % 2;
 // block (BILSTM_FIXED_THREADS / S, 1, 1); no dynamic shared memory, static bl_fx_shared (two
 // slots of two byte planes of 8 rows of BILSTM_FIXED_H_ROW_BYTES bytes and two mbarriers: 4,624
