@@ -15,11 +15,12 @@ mod gpu_support;
 
 use bilstm_core::accuracy::gpu_budget;
 use bilstm_core::owned::random_input;
-use bilstm_core::{Backend, BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
+use bilstm_core::{BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
-    INPUT_SEED, assert_same_bits, cached_reference, differing_windows, errors, first_difference,
-    gpu, prepared, reference, run, run_device, stack, stalls_end_in_partner_lost, tf32_backend,
+    INPUT_SEED, assert_last_h_n_is_the_output, assert_same_bits, cached_reference,
+    differing_windows, errors, first_difference, gpu, prepared, reference, run, run_device,
+    run_with_state, stack, stalls_end_in_partner_lost, tf32_backend,
 };
 
 /// Whether this GPU lacks the fixed-point recurrence (cluster plans: 9.0); says so.
@@ -107,7 +108,7 @@ fn fixed_recurrence_bits_do_not_depend_on_the_batch_or_the_kernel() {
     let in_w = shape.frames * shape.features;
     let out_w = shape.frames * shape.output_width();
     let mut b = fixed_backend(&shape, big, "8");
-    // Alone: windows 0..40 and the last 24 (partial and full tiles of both kernels).
+    // Alone: windows 0..40 and the last 24 (partial and full tiles of every kernel).
     let picked: Vec<usize> = (0..40).chain(big - 24..big).collect();
     let alone: Vec<Vec<f32>> = picked
         .iter()
@@ -167,28 +168,8 @@ fn fixed_recurrence_final_states_are_the_last_outputs() {
     let input = random_input(&shape, batch, INPUT_SEED);
     for name in KERNELS {
         let mut b = fixed_backend(&shape, batch, name);
-        let plain = run(&mut b, &shape, &input, batch);
-        let mut out = vec![f32::NAN; plain.len()];
-        let n = shape.state_len(batch).expect("state length");
-        let (mut h_n, mut c_n) = (vec![f32::NAN; n], vec![f32::NAN; n]);
-        b.forward_with_state(&input, batch, &mut out, &mut h_n, &mut c_n)
-            .unwrap_or_else(|e| panic!("forward_with_state: {e}"));
-        assert_same_bits(&plain, &out, "forward_with_state vs forward");
-        assert!(h_n.iter().chain(&c_n).all(|v| v.is_finite()));
-        let hidden = shape.hidden;
-        let last = shape.layers - 1;
-        for w in 0..batch {
-            for d in 0..2 {
-                let frame = if d == 0 { shape.frames - 1 } else { 0 };
-                let at = ((w * shape.frames + frame) * 2 + d) * hidden;
-                let state = ((2 * last + d) * batch + w) * hidden;
-                assert_same_bits(
-                    &h_n[state..state + hidden],
-                    &out[at..at + hidden],
-                    &format!("fixed{name} window {w} direction {d}: h_n vs output"),
-                );
-            }
-        }
+        let r = run_with_state(&mut b, &shape, &input, batch);
+        assert_last_h_n_is_the_output(&shape, batch, &r, &format!("fixed{name}"));
     }
 }
 

@@ -15,7 +15,10 @@ use bilstm_core::owned::random_input;
 use bilstm_core::reference::{forward_f64_with_state, relative_l2, workspace_len};
 use bilstm_core::{Backend, CoreError, Overrides, StackShape};
 use bilstm_cuda::{CudaBackend, CudaError, RecurrenceKind};
-use gpu_support::{INPUT_SEED, assert_same_bits, budget, prepared, stack};
+use gpu_support::{
+    INPUT_SEED, StateRun, assert_last_h_n_is_the_output, assert_same_bits, budget, prepared,
+    run_with_state, stack,
+};
 
 /// (kind, cluster size, windows per cluster) of every recurrence variant.
 const VARIANTS: [(RecurrenceKind, Option<usize>, Option<usize>); 9] = [
@@ -31,12 +34,6 @@ const VARIANTS: [(RecurrenceKind, Option<usize>, Option<usize>); 9] = [
     (RecurrenceKind::Cluster, Some(2), Some(16)),
 ];
 
-struct Run {
-    out: Vec<f32>,
-    h_n: Vec<f32>,
-    c_n: Vec<f32>,
-}
-
 fn force(gpu: &mut CudaBackend, v: (RecurrenceKind, Option<usize>, Option<usize>)) {
     gpu.set_overrides(Overrides {
         recurrence: Some(v.0),
@@ -47,19 +44,6 @@ fn force(gpu: &mut CudaBackend, v: (RecurrenceKind, Option<usize>, Option<usize>
     .expect("forcing a recurrence variant");
 }
 
-fn run(gpu: &mut CudaBackend, shape: &StackShape, input: &[f32], batch: usize) -> Run {
-    let mut out = vec![f32::NAN; shape.output_len(batch).expect("output length")];
-    let n = shape.state_len(batch).expect("state length");
-    let (mut h_n, mut c_n) = (vec![f32::NAN; n], vec![f32::NAN; n]);
-    gpu.forward_with_state(input, batch, &mut out, &mut h_n, &mut c_n)
-        .unwrap_or_else(|e| panic!("forward_with_state of batch {batch}: {e}"));
-    let mut plain = vec![0.0f32; out.len()];
-    gpu.forward(input, batch, &mut plain)
-        .unwrap_or_else(|e| panic!("forward of batch {batch}: {e}"));
-    assert_same_bits(&plain, &out, "forward_with_state vs forward");
-    Run { out, h_n, c_n }
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_kind_writes_the_same_final_states() {
@@ -68,28 +52,13 @@ fn every_kind_writes_the_same_final_states() {
     let batch = 9;
     let input = random_input(&shape, batch, INPUT_SEED);
     let mut gpu = prepared(&st, 33);
-    let mut first: Option<Run> = None;
+    let mut first: Option<StateRun> = None;
     for v in VARIANTS {
         force(&mut gpu, v);
-        let r = run(&mut gpu, &shape, &input, batch);
+        let r = run_with_state(&mut gpu, &shape, &input, batch);
         let s = gpu.last_forward().expect("summary");
         eprintln!("{:?}: {}", v, s.plan.schedule.reason);
-        assert!(r.h_n.iter().chain(&r.c_n).all(|v| v.is_finite()), "{v:?}");
-        // The last layer's h_n is the output at the last step of each direction.
-        let h = shape.hidden;
-        let last = shape.layers - 1;
-        for w in 0..batch {
-            for d in 0..2 {
-                let frame = if d == 0 { shape.frames - 1 } else { 0 };
-                let row = (w * shape.frames + frame) * shape.output_width() + d * h;
-                let at = ((2 * last + d) * batch + w) * h;
-                assert_same_bits(
-                    &r.h_n[at..at + h],
-                    &r.out[row..row + h],
-                    &format!("{v:?}: h_n vs output, window {w} direction {d}"),
-                );
-            }
-        }
+        assert_last_h_n_is_the_output(&shape, batch, &r, &format!("{v:?}"));
         match &first {
             None => first = Some(r),
             Some(f) => {
@@ -141,10 +110,10 @@ fn every_kind_agrees_at_one_two_and_three_frames() {
         let st = stack(&shape);
         let input = random_input(&shape, batch, INPUT_SEED + frames as u64);
         let mut gpu = prepared(&st, batch);
-        let mut first: Option<Run> = None;
+        let mut first: Option<StateRun> = None;
         for v in VARIANTS {
             force(&mut gpu, v);
-            let r = run(&mut gpu, &shape, &input, batch);
+            let r = run_with_state(&mut gpu, &shape, &input, batch);
             match &first {
                 None => first = Some(r),
                 Some(f) => {
@@ -173,9 +142,9 @@ fn a_windows_final_states_do_not_depend_on_the_batch() {
     let h = shape.hidden;
     for v in VARIANTS {
         force(&mut gpu, v);
-        let all = run(&mut gpu, &shape, &input, 33);
+        let all = run_with_state(&mut gpu, &shape, &input, 33);
         for w in [0usize, 17, 32] {
-            let alone = run(&mut gpu, &shape, &input[w * in_w..(w + 1) * in_w], 1);
+            let alone = run_with_state(&mut gpu, &shape, &input[w * in_w..(w + 1) * in_w], 1);
             for ld in 0..2 * shape.layers {
                 let inside = (ld * 33 + w) * h;
                 let solo = ld * h;

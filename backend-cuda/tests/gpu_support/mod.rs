@@ -142,6 +142,57 @@ pub fn run(
     out
 }
 
+/// One pass's output and final states (`forward_with_state`).
+pub struct StateRun {
+    /// The output.
+    pub out: Vec<f32>,
+    /// The final hidden states, `[layers * 2, batch, hidden]`.
+    pub h_n: Vec<f32>,
+    /// The final cell states, the same layout.
+    pub c_n: Vec<f32>,
+}
+
+/// Runs `gpu` on `input` (`batch` windows of `shape`) with `forward_with_state`, and asserts
+/// that its output has the bits `forward` gives.
+pub fn run_with_state(
+    gpu: &mut CudaBackend,
+    shape: &StackShape,
+    input: &[f32],
+    batch: usize,
+) -> StateRun {
+    let mut out = vec![f32::NAN; shape.output_len(batch).expect("output length")];
+    let n = shape.state_len(batch).expect("state length");
+    let (mut h_n, mut c_n) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+    gpu.forward_with_state(input, batch, &mut out, &mut h_n, &mut c_n)
+        .unwrap_or_else(|e| panic!("forward_with_state of batch {batch}: {e}"));
+    let plain = run(gpu, shape, input, batch);
+    assert_same_bits(&plain, &out, "forward_with_state vs forward");
+    StateRun { out, h_n, c_n }
+}
+
+/// Asserts that the states of `r` (`batch` windows of `shape`) are finite and that the last
+/// layer's `h_n` is the output at each window's last (forward) and first (reverse) frame.
+pub fn assert_last_h_n_is_the_output(shape: &StackShape, batch: usize, r: &StateRun, what: &str) {
+    assert!(
+        r.h_n.iter().chain(&r.c_n).all(|v| v.is_finite()),
+        "{what}: a state is not finite"
+    );
+    let h = shape.hidden;
+    let last = shape.layers - 1;
+    for w in 0..batch {
+        for d in 0..2 {
+            let frame = if d == 0 { shape.frames - 1 } else { 0 };
+            let row = (w * shape.frames + frame) * shape.output_width() + d * h;
+            let at = ((2 * last + d) * batch + w) * h;
+            assert_same_bits(
+                &r.h_n[at..at + h],
+                &r.out[row..row + h],
+                &format!("{what}: h_n vs output, window {w} direction {d}"),
+            );
+        }
+    }
+}
+
 /// Runs the first `batch` windows of `all` through the device-resident forward
 /// (`CudaBackend::forward_device`: one pass, planned for the whole batch, unlike the host path,
 /// which plans each of its chunks).
