@@ -86,9 +86,14 @@ pub fn sums(q: &[i16], hq: &[i16]) -> Result<(i32, i32, i32), CoreError> {
 
 /// The dot from the exact sums and the row's exponent: `B 2^8 + C` (exact in 32 bits),
 /// rounded to f32, then `A 2^16` plus that rounded once, times `2^(e - 30)`.
+///
+/// Sums of at most [`MAX_TERMS`] terms (what [`sums`] gives) and exponents of [`row_exponent`]
+/// are in range. Outside it nothing panics: `B 2^8 + C` wraps modulo 2^32 as the kernels' 32-bit
+/// integer arithmetic does, and `e` is clamped to `-96 ..= 157` (where `2^(e - 30)` is a normal
+/// f32).
 pub fn dot_from_sums(a: i32, b: i32, c: i32, e: i32) -> f32 {
-    let t = b * 256 + c;
-    let scale = f32::from_bits(((e - 30 + 127) as u32) << 23);
+    let t = b.wrapping_mul(256).wrapping_add(c);
+    let scale = f32::from_bits(((e.clamp(-96, 157) - 30 + 127) as u32) << 23);
     libm::fmaf(a as f32, 65536.0, t as f32) * scale
 }
 
@@ -233,5 +238,23 @@ mod tests {
             sums(&[0; 129], &[0; 129]),
             Err(CoreError::Shape { .. })
         ));
+    }
+
+    #[test]
+    fn sums_and_exponents_out_of_range_do_not_panic() {
+        // B 2^8 + C wraps as the kernels' 32-bit arithmetic does: 2^23 2^8 = 2^31 wraps to
+        // -2^31, so the dot is -2^31 2^(0 - 30) = -2.
+        assert_eq!(dot_from_sums(0, 1 << 23, 0, 0), -2.0);
+        // (2^31 - 1) 2^8 wraps to -256; plus 2^31 - 1 gives 2^31 - 257, rounded to 2^31 - 256.
+        assert_eq!(
+            dot_from_sums(0, i32::MAX, i32::MAX, 0),
+            2.0 - (2.0f32).powi(-22)
+        );
+        // e clamped to -96 ..= 157: the scale stays a normal power of two.
+        assert_eq!(
+            dot_from_sums(1, 0, 0, i32::MIN),
+            65536.0 * (2.0f32).powi(-126)
+        );
+        assert_eq!(dot_from_sums(0, 0, 1, i32::MAX), (2.0f32).powi(127));
     }
 }
