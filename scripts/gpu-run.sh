@@ -269,7 +269,7 @@ if [ -n "$sanitizer" ]; then
                 "$bin/gpu_tf32" "${gpu_flags[@]}" small_tf32_pass_for_sanitizers
         fi
         if [ -x "$bin/gpu_fixed" ]; then
-            run_group "$tool-fixed" 60 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
+            run_group "$tool-fixed" 150 'ERROR SUMMARY|RACECHECK SUMMARY|test result|Invalid|Race|Barrier|error' \
                 env BILSTM_SPIN_TIMEOUT_MS=120000 "$sanitizer" --tool "$tool" --error-exitcode 1 \
                 "$bin/gpu_fixed" "${gpu_flags[@]}" small_fixed_pass_for_sanitizers
         fi
@@ -444,7 +444,7 @@ if [ -x "$bin/gpu_tf32" ]; then
     run_group tf32 90 "$tests_filter|tf32" "$bin/gpu_tf32" "${gpu_flags[@]}"
 fi
 if [ -x "$bin/gpu_fixed" ]; then
-    run_group fixed 120 "$tests_filter|fixed" "$bin/gpu_fixed" "${gpu_flags[@]}"
+    run_group fixed 240 "$tests_filter|fixed" "$bin/gpu_fixed" "${gpu_flags[@]}"
 fi
 if [ -x "$bin/gpu_tf32x3" ]; then
     run_group tf32x3 150 "$tests_filter|3xtf32" "$bin/gpu_tf32x3" "${gpu_flags[@]}"

@@ -133,7 +133,7 @@ pub struct CudaBackend {
     pub(crate) resident_projection: bool,
     /// The experimental fixed-point recurrence ([`FIXED_RECURRENCE_ENV`]) that TF32 passes of a
     /// cluster plan run instead of the plan's kernel, or `None` (the default).
-    pub(crate) fixed_recurrence: Option<KernelId>,
+    pub(crate) fixed_recurrence: Option<FixedRecurrence>,
     pub(crate) last: Option<ForwardSummary>,
     /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
     pub(crate) host_chunk: usize,
@@ -166,23 +166,40 @@ impl Drop for CudaBackend {
 /// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
-/// Experimental, for measurements only: set to `8`, `8c2` or `8c4`, TF32 passes of cluster plans
-/// (compute capability 9.0) run the fixed-point tensor-core recurrence
-/// (`bilstm_recurrence_fixed8`: 8 windows a CTA, `numerics.cuh` section 9; `fixed8c2` /
-/// `fixed8c4`: 8 windows a 2- / 4-CTA cluster) instead of the plan's kernel. Its bits are its
-/// own (the same in all three kernels and at every batch) and differ from TF32 mode's other
-/// kernels', so plans never pick it; any other value (or none) leaves the plan's kernel.
+/// Experimental, for measurements only: set to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8` or `auto`, TF32 passes of
+/// cluster plans (compute capability 9.0) run a fixed-point recurrence (`numerics.cuh` section 9)
+/// instead of the plan's kernel: the tensor-core `bilstm_recurrence_fixed8` (8 windows a CTA),
+/// `fixed8c2` / `fixed8c4` (8 windows a 2- / 4-CTA cluster), or the integer-pipe
+/// `bilstm_recurrence_fixed1c2` / `fixed1c4` / `fixed1c8` (one window a 2- / 4- / 8-CTA cluster).
+/// `auto` picks one of them by batch (`bilstm_core::fixed::pick`: the largest integer-pipe cluster
+/// that runs the batch in one wave on its share of the SMs, else `fixed8`). Their bits are their own (the same in all six kernels and at every batch) and differ from TF32 mode's other
+/// kernels', so plans never pick them; any other value (or none) leaves the plan's kernel.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
-/// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster.
-pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<KernelId> {
-    match value.map(str::trim) {
-        Some("8") => Some(KernelId::RecurrenceFixed8),
-        Some("8c2") => Some(KernelId::RecurrenceFixed8C2),
-        Some("8c4") => Some(KernelId::RecurrenceFixed8C4),
-        _ => None,
-    }
+/// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster, `1c2`, `1c4` or `1c8` for one window a
+/// 2-, 4- or 8-CTA cluster (the integer-pipe kernels), `auto` for the batch's pick.
+pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<FixedRecurrence> {
+    let id = match value.map(str::trim) {
+        Some("auto") => return Some(FixedRecurrence::Auto),
+        Some("8") => KernelId::RecurrenceFixed8,
+        Some("8c2") => KernelId::RecurrenceFixed8C2,
+        Some("8c4") => KernelId::RecurrenceFixed8C4,
+        Some("1c2") => KernelId::RecurrenceFixed1C2,
+        Some("1c4") => KernelId::RecurrenceFixed1C4,
+        Some("1c8") => KernelId::RecurrenceFixed1C8,
+        _ => return None,
+    };
+    Some(FixedRecurrence::Kernel(id))
+}
+
+/// What [`FIXED_RECURRENCE_ENV`] (or the test hook) asks TF32 passes of cluster plans to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FixedRecurrence {
+    /// This fixed-point kernel at every batch.
+    Kernel(KernelId),
+    /// The kernel `bilstm_core::fixed::pick` names for the pass's batch and this device's SMs.
+    Auto,
 }
 
 fn spin_timeout_from_env() -> Duration {
@@ -690,13 +707,17 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_recurrence_switch_names_its_three_kernels_else_nothing() {
+    fn the_fixed_recurrence_switch_names_its_six_kernels_or_auto_else_nothing() {
         for (value, id, size) in [
             (" 8 ", KernelId::RecurrenceFixed8, 1u32),
             ("8c2", KernelId::RecurrenceFixed8C2, 2),
             ("8c4", KernelId::RecurrenceFixed8C4, 4),
         ] {
-            assert_eq!(parse_fixed_recurrence(Some(value)), Some(id), "{value}");
+            assert_eq!(
+                parse_fixed_recurrence(Some(value)),
+                Some(FixedRecurrence::Kernel(id)),
+                "{value}"
+            );
             assert!(id.is_fixed_point());
             let k = id.kernel();
             assert_eq!(
@@ -717,9 +738,33 @@ mod tests {
             Some("0"),
             Some("16"),
             Some("8c8"),
+            Some("1c16"),
             Some("on"),
+            Some("AUTO"),
         ] {
             assert_eq!(parse_fixed_recurrence(other), None, "{other:?}");
+        }
+        assert_eq!(
+            parse_fixed_recurrence(Some(" auto")),
+            Some(FixedRecurrence::Auto)
+        );
+        for (value, id, size, threads) in [
+            ("1c2", KernelId::RecurrenceFixed1C2, 2u32, 256usize),
+            ("1c4", KernelId::RecurrenceFixed1C4, 4, 256),
+            ("1c8", KernelId::RecurrenceFixed1C8, 8, 128),
+        ] {
+            assert_eq!(
+                parse_fixed_recurrence(Some(value)),
+                Some(FixedRecurrence::Kernel(id)),
+                "{value}"
+            );
+            assert!(id.is_fixed_point());
+            let k = id.kernel();
+            assert_eq!(k.block_threads as usize, threads, "{value}");
+            assert_eq!(
+                k.launch,
+                bilstm_kernels::LaunchKind::Cluster { size, windows: 1 }
+            );
         }
     }
 }

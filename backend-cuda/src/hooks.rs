@@ -45,7 +45,7 @@ impl CudaBackend {
     }
 
     /// Test-only: TF32 passes of cluster plans run the experimental fixed-point recurrence
-    /// that `name` names as `FIXED_RECURRENCE_ENV` does (`8`, `8c2`, `8c4`), or the plan's
+    /// that `name` names as `FIXED_RECURRENCE_ENV` does (`8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`, `auto`), or the plan's
     /// kernel (`None`).
     ///
     /// # Errors
@@ -58,7 +58,7 @@ impl CudaBackend {
                     || CudaError::UnknownSetting {
                         setting: "fixed-point recurrence",
                         value: n.to_owned(),
-                        expected: "8, 8c2 or 8c4",
+                        expected: "8, 8c2, 8c4, 1c2, 1c4, 1c8 or auto",
                     },
                 )?),
             };

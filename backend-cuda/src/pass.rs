@@ -3,13 +3,14 @@
 //! [`CudaBackend::finish`] waits for it and turns a kernel's error report into an error.
 
 use bilstm_core::exchange::ExchangeLayout;
+use bilstm_core::fixed::FixedPick;
 use bilstm_core::plan::{Plan, ProjectionTile, RecurrenceKind, RecurrenceSchedule};
 use bilstm_core::{CoreError, Direction};
 use bilstm_kernels::KernelId;
 use bilstm_kernels::params::{ERROR_NONE, ERROR_PARTNER_LOST, ERROR_WORDS};
 use cudarc::driver::CudaStream;
 
-use crate::backend::{CudaBackend, Prepared};
+use crate::backend::{CudaBackend, FixedRecurrence, Prepared};
 use crate::buffers::span;
 use crate::error::CudaError;
 use crate::launch::coop::CoopArgs;
@@ -300,7 +301,7 @@ impl CudaBackend {
                     .map_err(CudaError::driver("recording the last layer's start"))?;
             }
             if let Some(cluster) = plan.schedule.choice.cluster() {
-                let id = match self.fixed_recurrence_for(tile) {
+                let id = match self.fixed_recurrence_for(tile, batch) {
                     Some(id) => id,
                     None => cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?,
                 };
@@ -461,7 +462,7 @@ impl CudaBackend {
             RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
             RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
             RecurrenceKind::Cluster => match (
-                self.fixed_recurrence_for(summary.projection_tile),
+                self.fixed_recurrence_for(summary.projection_tile, summary.plan.batch),
                 summary.plan.schedule.choice.cluster(),
             ) {
                 (Some(fixed), Some(_)) => fixed.kernel().entry,
@@ -494,11 +495,22 @@ impl CudaBackend {
         }
     }
 
-    /// The experimental fixed-point recurrence that a cluster plan's pass with projection
-    /// `tile` runs instead of the plan's kernel: [`CudaBackend::fixed_recurrence`] for TF32
-    /// passes (the kernels implement TF32 mode only), else none.
-    fn fixed_recurrence_for(&self, tile: ProjectionTile) -> Option<KernelId> {
-        self.fixed_recurrence.filter(|_| tile.tf32_numerics())
+    /// The experimental fixed-point recurrence that a cluster plan's pass of `batch` windows
+    /// with projection `tile` runs instead of the plan's kernel: [`CudaBackend::fixed_recurrence`]
+    /// for TF32 passes (the kernels implement TF32 mode only; `auto` resolved by
+    /// `bilstm_core::fixed::pick` for this device's SM count), else none.
+    fn fixed_recurrence_for(&self, tile: ProjectionTile, batch: usize) -> Option<KernelId> {
+        match self.fixed_recurrence.filter(|_| tile.tf32_numerics())? {
+            FixedRecurrence::Kernel(id) => Some(id),
+            FixedRecurrence::Auto => Some(
+                match bilstm_core::fixed::pick(batch, self.device.info.facts.sm_count as usize) {
+                    FixedPick::Simt { cluster_size: 8 } => KernelId::RecurrenceFixed1C8,
+                    FixedPick::Simt { cluster_size: 4 } => KernelId::RecurrenceFixed1C4,
+                    FixedPick::Simt { .. } => KernelId::RecurrenceFixed1C2,
+                    FixedPick::Tile => KernelId::RecurrenceFixed8,
+                },
+            ),
+        }
     }
 }
 

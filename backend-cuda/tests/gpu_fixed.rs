@@ -1,5 +1,6 @@
-//! GPU: the experimental fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8`,
-//! `fixed8c2`, `fixed8c4`; `numerics.cuh` section 9), forced on TF32 passes through the test
+//! GPU: the experimental fixed-point recurrences (`numerics.cuh` section 9: the tensor-core
+//! `bilstm_recurrence_fixed8`, `fixed8c2`, `fixed8c4` and the integer-pipe `fixed1c2`,
+//! `fixed1c4`, `fixed1c8`), forced on TF32 passes through the test
 //! hook `CudaBackend::set_fixed_recurrence` (as `BILSTM_FIXED_RECURRENCE` does): within TF32
 //! mode's budget of the f64 reference; every window's bits the same at batch 1, in partial and
 //! full tiles of every kernel, with the resident projection and TF32-rounded outputs of large
@@ -14,8 +15,9 @@
 mod gpu_support;
 
 use bilstm_core::accuracy::gpu_budget;
+use bilstm_core::fixed::FixedPick;
 use bilstm_core::owned::random_input;
-use bilstm_core::{BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
+use bilstm_core::{Backend, BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
     INPUT_SEED, assert_last_h_n_is_the_output, assert_same_bits, cached_reference,
@@ -32,8 +34,9 @@ fn no_fixed_recurrence_here() -> bool {
     none
 }
 
-/// Every fixed-point kernel by its hook name: 8 windows a CTA, a 2- and a 4-CTA cluster.
-const KERNELS: [&str; 3] = ["8", "8c2", "8c4"];
+/// Every fixed-point kernel by its hook name: 8 windows a CTA, a 2- and a 4-CTA cluster (tensor
+/// cores); one window a 2-, 4- and 8-CTA cluster (integer pipe); and `auto`, the pick by batch.
+const KERNELS: [&str; 7] = ["8", "8c2", "8c4", "1c2", "1c4", "1c8", "auto"];
 
 /// A TF32 backend (the plan's own kernels otherwise) whose TF32 passes run the fixed-point
 /// recurrence named `name`.
@@ -46,13 +49,15 @@ fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBacken
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn only_the_three_kernels_are_named() {
+fn only_the_six_kernels_and_auto_are_named() {
     let mut b = gpu();
-    for bad in ["", "4", "16", "32", "8c8", "fixed8"] {
+    for bad in ["", "4", "16", "32", "8c8", "1c16", "fixed8", "Auto"] {
         let e = b.set_fixed_recurrence(Some(bad)).expect_err("refused");
         assert_eq!(
             e.to_string(),
-            format!("fixed-point recurrence: no such value {bad:?} (expected 8, 8c2 or 8c4)")
+            format!(
+                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8 or auto)"
+            )
         );
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     }
@@ -154,6 +159,59 @@ fn fixed_recurrence_bits_do_not_depend_on_the_batch_or_the_kernel() {
     }
 }
 
+/// `auto` runs, by batch, the kernel `bilstm_core::fixed::pick` names for this GPU's SMs (on the
+/// H200: 1c8 up to batch 6, 1c4 up to 12, 1c2 up to 33, then the tile kernel): with a CTA that
+/// never pushes (layer 1, forward, block 1: rank 1 of the first cluster) the lost partner names
+/// that kernel, and where the tile kernel runs the pass completes (`fixed8` has one CTA a tile:
+/// nothing waits, the stall hook has no partner to starve).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_runs_the_kernel_its_rule_picks() {
+    if no_fixed_recurrence_here() {
+        return;
+    }
+    let sms = gpu().device().facts.sm_count as usize;
+    let shape = StackShape::pyannote().with_frames(16);
+    let batches = [1, 6, 7, 12, 13, 16, 33, 34, 64];
+    let input = random_input(&shape, 64, INPUT_SEED);
+    let in_w = shape.input_len(1).expect("shape");
+    let mut b = fixed_backend(&shape, 64, "auto");
+    b.set_spin_timeout(std::time::Duration::from_millis(200));
+    for batch in batches {
+        let want = match bilstm_core::fixed::pick(batch, sms) {
+            FixedPick::Simt { cluster_size: 8 } => Some("bilstm_recurrence_fixed1c8"),
+            FixedPick::Simt { cluster_size: 4 } => Some("bilstm_recurrence_fixed1c4"),
+            FixedPick::Simt { .. } => Some("bilstm_recurrence_fixed1c2"),
+            FixedPick::Tile => None,
+        };
+        b.inject_stall(Some(bilstm_cuda::StallInjection {
+            layer: 1,
+            direction: Direction::Forward,
+            block: 1,
+        }));
+        let mut out = vec![0.0; shape.output_len(batch).expect("shape")];
+        let got = match b.forward(&input[..batch * in_w], batch, &mut out) {
+            Ok(()) => None,
+            Err(bilstm_cuda::CudaError::PartnerLost {
+                kernel,
+                layer,
+                direction,
+                ..
+            }) => {
+                assert_eq!((layer, direction), (1, Direction::Forward), "batch {batch}");
+                Some(kernel)
+            }
+            Err(e) => panic!("batch {batch}: {e}"),
+        };
+        eprintln!(
+            "auto batch {batch}: {}",
+            got.unwrap_or("bilstm_recurrence_fixed8 (completed)")
+        );
+        assert_eq!(got, want, "batch {batch} on {sms} SMs");
+    }
+    b.inject_stall(None);
+}
+
 /// `forward_with_state` with the fixed-point recurrence: the same output bits as `forward`,
 /// finite states, and the last layer's `h_n` equal to the output at each window's last
 /// (forward) and first (reverse) frame (batch 9, 64 frames: a partial tile).
@@ -189,7 +247,7 @@ fn fp32_passes_ignore_the_fixed_recurrence() {
     assert_same_bits(&before, &after, "FP32 with the fixed-point hook set");
 }
 
-/// The cluster kernels (8 windows a 2- and a 4-CTA cluster) wait for their partners' bytes of
+/// The cluster kernels (8 windows a 2- or 4-CTA cluster, one window a 2-, 4- or 8-CTA cluster) wait for their partners' bytes of
 /// h with a bound: a CTA told never to push (the stall hook; forward direction's cluster at
 /// layer 0, reverse direction's at layer 2) ends the forward within 30 s in `PartnerLost`
 /// naming the kernel, the layer and the direction; without the fault the same backend gives
@@ -206,6 +264,9 @@ fn a_lost_partner_ends_the_cluster_kernels_in_partner_lost() {
     for (name, size, entry) in [
         ("8c2", 2u32, "bilstm_recurrence_fixed8c2"),
         ("8c4", 4, "bilstm_recurrence_fixed8c4"),
+        ("1c2", 2, "bilstm_recurrence_fixed1c2"),
+        ("1c4", 4, "bilstm_recurrence_fixed1c4"),
+        ("1c8", 8, "bilstm_recurrence_fixed1c8"),
     ] {
         let mut b = fixed_backend(&shape, batch, name);
         // CTA x of a layer's launch is rank x % size of cluster x / size, whose direction is

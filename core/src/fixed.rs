@@ -124,6 +124,41 @@ pub fn row_dot(row: &[f32], h: &[f32]) -> Result<f32, CoreError> {
     Ok(dot_from_sums(a, b, c, e))
 }
 
+/// Which fixed-point kernel the experimental `auto` setting runs for a batch: a one-window
+/// integer-pipe cluster kernel of `cluster_size` CTAs (`bilstm_recurrence_fixed1c8` / `1c4` /
+/// `1c2`), or the 8-window tensor-core kernel (`bilstm_recurrence_fixed8`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FixedPick {
+    /// One window a cluster of this many CTAs, on the integer pipe.
+    Simt {
+        /// CTAs a cluster (8, 4 or 2).
+        cluster_size: usize,
+    },
+    /// Tiles of 8 windows a CTA on the tensor cores.
+    Tile,
+}
+
+/// The `auto` rule for `batch` windows on a GPU of `sms` SMs: both directions of every window run
+/// as one cluster each, one CTA an SM, in one wave; the 8- and 4-CTA kernels only while their
+/// CTAs take at most three quarters of the SMs (`2 batch S <= 3 sms / 4`), the 2-CTA kernel while
+/// they take at most all of them; else [`FixedPick::Tile`]. Larger clusters first: their steps
+/// are shorter. H200 (132 SMs), 2026-12-03 session 25 call 4 (TF32, 589 frames, medians of 10):
+/// `fixed1c8` 1.10-1.11 ms at batches 1-4 (64 CTAs) but 1.36 at batch 8 (128), `fixed1c4`
+/// 1.32-1.34 at batches 8-12 (96 CTAs) but 1.95 at batch 16 (128): near a full GPU the driver
+/// puts two of these small CTAs on some SMs, whose integer pipe then serves both (`fixed1c2`, one
+/// CTA an SM by its registers: 1.62-1.76 ms at batches 8-32); beyond one wave the tile kernel
+/// (3.4-3.5 ms at batches 48-128, 10.7 at 1024) is faster than a second wave.
+pub fn pick(batch: usize, sms: usize) -> FixedPick {
+    let ctas = |cluster_size: usize| batch.saturating_mul(2 * cluster_size);
+    [8, 4]
+        .into_iter()
+        .find(|&size| ctas(size) <= sms * 3 / 4)
+        .or(Some(2).filter(|&size| ctas(size) <= sms))
+        .map_or(FixedPick::Tile, |cluster_size| FixedPick::Simt {
+            cluster_size,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +291,30 @@ mod tests {
             65536.0 * (2.0f32).powi(-126)
         );
         assert_eq!(dot_from_sums(0, 0, 1, i32::MAX), (2.0f32).powi(127));
+    }
+    #[test]
+    fn auto_takes_the_largest_cluster_within_its_share_of_the_sms() {
+        let simt = |cluster_size| FixedPick::Simt { cluster_size };
+        // The H200: 132 SMs (99 for the 8- and 4-CTA kernels).
+        for (batch, want) in [
+            (1, simt(8)),
+            (6, simt(8)),
+            (7, simt(4)),
+            (12, simt(4)),
+            (13, simt(2)),
+            (16, simt(2)),
+            (33, simt(2)),
+            (34, FixedPick::Tile),
+            (1024, FixedPick::Tile),
+            (usize::MAX, FixedPick::Tile),
+        ] {
+            assert_eq!(pick(batch, 132), want, "batch {batch}");
+        }
+        // Fewer SMs: smaller clusters sooner; none at all on a GPU too small for one.
+        assert_eq!(pick(1, 22), simt(8));
+        assert_eq!(pick(1, 21), simt(4));
+        assert_eq!(pick(1, 10), simt(2));
+        assert_eq!(pick(1, 3), FixedPick::Tile);
+        assert_eq!(pick(0, 0), simt(8));
     }
 }

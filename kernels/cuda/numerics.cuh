@@ -350,10 +350,17 @@ __device__ __forceinline__ float bl_fx_exact_float(int x) {
     return __int_as_float(x + BL_ROUND_MAGIC_BITS) - BL_ROUND_MAGIC;
 }
 
+// The dot from A and T = B 2^8 + C (the 32-bit wrapping sum, exact where |T| < 2^31): T rounded
+// once to float (the conversion unit's one instruction), then A 2^16 plus that rounded once,
+// times the row's power-of-two scale `scale` (exact). Kernels that sum T directly (the SIMT
+// fixed-point kernels: partial B 2^8 + C per lane, added modulo 2^32) call this.
+__device__ __forceinline__ float bl_fx_dot_t(int a, int t, float scale) {
+    return __fmaf_rn(bl_fx_exact_float(a), 65536.0f, __int2float_rn(t)) * scale;
+}
+
 // The dot from the exact sums A, B, C (|A| < 2^22, |B 2^8 + C| < 2^31): B 2^8 + C exactly in 32
 // bits, rounded once to float (the conversion unit's one instruction), then A 2^16 plus that
 // rounded once, times the row's power-of-two scale `scale` (exact).
 __device__ __forceinline__ float bl_fx_dot(int a, int b, int c, float scale) {
-    const int t = b * 256 + c;
-    return __fmaf_rn(bl_fx_exact_float(a), 65536.0f, __int2float_rn(t)) * scale;
+    return bl_fx_dot_t(a, b * 256 + c, scale);
 }

@@ -13,10 +13,12 @@
 //   bilstm_recurrence_cluster2w4 and 2w8 (S = 2, W = 4 and 8, R in registers, see "The
 //   four-window register kernels" below); the window tile bilstm_recurrence_cluster2w16 (S = 2,
 //   W = 16, R in shared memory, see "The window-tile kernels" below); the experimental
-//   fixed-point tensor-core recurrences bilstm_recurrence_fixed8 / fixed8c2 / fixed8c4
-//   (TF32 mode only, never planned; their own contract is at "The fixed-point tensor-core
-//   recurrence" below); each (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each
-//   other, so clusters beyond the device's capacity run in later waves.
+//   fixed-point recurrences (TF32 mode only, never planned): the tensor-core
+//   bilstm_recurrence_fixed8 / fixed8c2 / fixed8c4 (their own contract is at "The fixed-point
+//   tensor-core recurrence" below) and the integer-pipe bilstm_recurrence_fixed1c2 / fixed1c4 /
+//   fixed1c8 (at "The SIMT fixed-point recurrence"); each (const bl_recurrence_cluster_params
+//   p). Not cooperative: clusters never wait for each other, so clusters beyond the device's
+//   capacity run in later waves.
 // - Grid: (2 * ceil(batch / W) * S, 1, 1) with the cluster dimension (S, 1, 1) given at launch
 //   (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); cluster x = blockIdx.x / S runs windows (x / 2) W ..
 //   (x / 2) W + W - 1 that exist in direction x % 2 (both directions of a layer in one launch; a
@@ -1605,6 +1607,284 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
     }
 }
 
+// ---- The SIMT fixed-point recurrence (bilstm_recurrence_fixed1c2 / 1c4 / 1c8; experimental) ----
+// numerics.cuh section 9 on the integer pipe, for small batches: the one-window cluster kernels'
+// structure (bl_recurrence_cluster<S, 1, true>: S CTAs of BILSTM_CLUSTER_THREADS threads per
+// direction and window, 8-lane row groups, lane j holding terms 16 j .. 16 j + 15 of its
+// group's ROWS = 512 / (32 S) rows, the transpose-reduce, the cell on lanes j < ROWS / 4) with
+// the products of section 9: R quantised as bl_recurrence_fixed quantises it (the same row
+// exponents, the same 16-bit integers), kept as packed high (s8) and low (u8) bytes, four terms a
+// register; h_{s-1} exchanged as its 16-bit integers q_h; per row and lane dp4a gives the partial
+// sums A (high x high), B (high x low, low x high) and C (low x low), the lane forms B 2^8 + C and
+// the reduce adds the pairs (A, T) in 32-bit integers (exact in any order; T wraps modulo 2^32
+// and its final value fits), so every dot is bl_fx_dot_t of the same A and T as the tensor-core
+// kernels': the same bits.
+// Entries: bilstm_recurrence_fixed1c2 (S = 2) and fixed1c4 (S = 4) with BILSTM_CLUSTER_THREADS
+// threads a CTA, fixed1c8 (S = 8) with BILSTM_CLUSTER_THREADS / 2 (so that ROWS stays 4).
+// Launch contract (the file's, with these differences): grid (2 * batch * S, 1, 1), cluster
+// (S, 1, 1), cluster x = blockIdx.x / S runs window x / 2 in direction x % 2; block
+// (THREADS, 1, 1); no dynamic shared memory, static bl_fx1_shared (two slots of
+// 128 16-bit q_h and two mbarriers: 528 bytes). TF32 mode only (tf32_numerics nonzero, else a
+// trap); out_tf32 honoured; the cell lanes store their units' outputs themselves; progress
+// reported once, after the last step; waits, lost partners and final states as the other
+// cluster kernels. Slot layout (so that the 8 lanes of a group read 128 contiguous bytes with
+// each of their two 16-byte loads): unit u at 16-bit index 64 ((u % 16) / 8) + 8 (u / 16) + u % 8.
+struct __align__(16) bl_fx1_shared {
+    unsigned short q[2][BILSTM_HIDDEN];  // [slot][layout index]: q_h as a 16-bit two's complement
+    bl_u64 bar[2];
+};
+
+__device__ __forceinline__ bl_u32 bl_fx1_index(bl_u32 u) {
+    return 64u * ((u % 16u) / 8u) + 8u * (u / 16u) + u % 8u;
+}
+
+// d = c + the sum of the four byte products of a and b, signedness per operand (exact).
+#define BL_FX_DP4A(NAME, AT, BT)                                                            \
+    __device__ __forceinline__ int NAME(bl_u32 a, bl_u32 b, int c) {                       \
+        int d;                                                                               \
+        asm("dp4a." AT "." BT " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));       \
+        return d;                                                                            \
+    }
+BL_FX_DP4A(bl_fx_dp4a_ss, "s32", "s32")
+BL_FX_DP4A(bl_fx_dp4a_su, "s32", "u32")
+BL_FX_DP4A(bl_fx_dp4a_us, "u32", "s32")
+BL_FX_DP4A(bl_fx_dp4a_uu, "u32", "u32")
+#undef BL_FX_DP4A
+
+// One transpose-reduce level (bl_cl_reduce_level's pattern) over the pairs (A, T) of N live rows.
+template <int ROWS, int N, int OFFSET>
+__device__ __forceinline__ void bl_fx1_level(int (&a)[ROWS], int (&t)[ROWS]) {
+    if constexpr (N >= 2) {
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+            a[i] = a[i] + __shfl_xor_sync(BL_FULL_MASK, a[i + N / 2], OFFSET);
+            t[i] = t[i] + __shfl_xor_sync(BL_FULL_MASK, t[i + N / 2], OFFSET);
+        }
+    } else {
+        a[0] = a[0] + __shfl_xor_sync(BL_FULL_MASK, a[0], OFFSET);
+        t[0] = t[0] + __shfl_xor_sync(BL_FULL_MASK, t[0], OFFSET);
+    }
+}
+
+template <int S, int THREADS>
+__device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_cluster_params& p) {
+    constexpr int LANES = BILSTM_TF32_DOT_CHAINS;
+    constexpr int TERMS = BILSTM_HIDDEN / LANES;
+    constexpr int GROUPS_PER_CTA = THREADS / LANES;
+    constexpr int ROWS = BILSTM_GATE_ROWS / (S * GROUPS_PER_CTA);
+    constexpr int LEVELS = ROWS == 8 ? 3 : 2;
+    constexpr int UNITS_PER_GROUP = ROWS / BILSTM_GATES;
+    static_assert(LANES == 8 && TERMS == 16, "8 lanes of 16 terms: two 16-byte loads of q_h a lane");
+    static_assert((S == 2 || S == 4) ? THREADS == BL_CL_THREADS : (S == 8 && THREADS == BL_CL_THREADS / 2),
+                  "clusters of 2 or 4 CTAs of 256 threads, or of 8 CTAs of 128");
+    static_assert((1 << LEVELS) == ROWS, "one transpose level per halving of the rows");
+    constexpr int F_OFFSET = 1 << (LEVELS - 1);
+    constexpr int G_OFFSET = 1 << (LEVELS - 2);
+    // Bytes pushed into each CTA per step: 16 bits per unit.
+    constexpr bl_u32 STEP_BYTES = (bl_u32)(BILSTM_HIDDEN * 2);
+
+    auto& sh = bl_cl_static_shared<bl_fx1_shared>();
+    const bl_u32 rank = bl_cl_rank();
+    const bl_u32 cluster = blockIdx.x / S;
+    const bl_u32 window = cluster / 2u;
+    const bl_u32 direction = cluster % 2u;
+    if (window >= p.batch) {
+        return;  // never with the documented grid; the whole cluster leaves before any barrier
+    }
+    const int tid = threadIdx.x;
+    const int lane = tid % LANES;
+    const bl_u32 group = rank * GROUPS_PER_CTA + (bl_u32)(tid / LANES);
+    const bl_u32 frames = p.frames;
+    const bool stalled = p.stall_cta == (int)blockIdx.x;
+    const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
+    const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
+    const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
+
+    // Each row's exponent (bl_recurrence_fixed's: the largest magnitude of the whole row), in
+    // natural order: row group * ROWS + i; the group's 8 lanes hold the row's 128 terms.
+    int e_row[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const float4* src =
+            reinterpret_cast<const float4*>(recurrent + (bl_u64)(group * ROWS + i) * BILSTM_HIDDEN + lane * TERMS);
+        float m = 0.0f;
+#pragma unroll
+        for (int q = 0; q < TERMS / 4; ++q) {
+            const float4 x = __ldg(src + q);
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+        }
+        m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
+        m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 4));
+        e_row[i] = bl_fx_row_exponent(m);
+    }
+    // Slot i holds row i ^ order (bl_recurrence_cluster's order: the reduce needs no select);
+    // its 16 terms as packed high / low bytes, terms 4 m .. 4 m + 3 in register m.
+    const int order = (int)bl_bit_reverse((bl_u32)(lane & (ROWS - 1)), LEVELS);
+    bl_u32 rh[ROWS][TERMS / 4];
+    bl_u32 rl[ROWS][TERMS / 4];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        int e = e_row[0];
+#pragma unroll
+        for (int k = 1; k < ROWS; ++k) {
+            e = (i ^ order) == k ? e_row[k] : e;
+        }
+        const float up = __int_as_float((15 - e + 127) << 23);
+        const float4* src = reinterpret_cast<const float4*>(
+            recurrent + (bl_u64)(group * ROWS + (bl_u32)(i ^ order)) * BILSTM_HIDDEN + lane * TERMS);
+#pragma unroll
+        for (int q = 0; q < TERMS / 4; ++q) {
+            const float4 x = __ldg(src + q);
+            const float v[4] = {x.x, x.y, x.z, x.w};
+            bl_u32 hi = 0u;
+            bl_u32 lo = 0u;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                const int qv = bl_fx_quantise(v[b] * up);
+                hi |= ((bl_u32)(qv >> 8) & 0xffu) << (8 * b);
+                lo |= ((bl_u32)qv & 0xffu) << (8 * b);
+            }
+            rh[i][q] = hi;
+            rl[i][q] = lo;
+        }
+    }
+    // After the reduce, lane j holds the dot of row rev_L(j mod ROWS) of its group (slot 0).
+    int e_mine = e_row[0];
+#pragma unroll
+    for (int k = 1; k < ROWS; ++k) {
+        e_mine = order == k ? e_row[k] : e_mine;
+    }
+    const float scale = __int_as_float((e_mine - 30 + 127) << 23);
+
+    // Cell lanes, units and gates exactly as bl_recurrence_cluster<S, 1, true>.
+    const bool cell_lane = lane < UNITS_PER_GROUP;
+    const int cell = lane % UNITS_PER_GROUP;
+    const bl_u32 unit = group * UNITS_PER_GROUP + (bl_u32)cell;
+    const int gate = 2 * ((lane >> (LEVELS - 2)) & 1) + ((lane >> (LEVELS - 1)) & 1);
+    const bool is_g = gate == 2;
+    const float* gates_at = proj + unit * BILSTM_GATES + gate;
+    const bl_u64 window_row = (bl_u64)window * frames;
+    const float bias = __ldg(bias_in + unit * BILSTM_GATES + gate);
+    float gates_next;
+    {
+        const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
+        gates_next = __ldg(gates_at + (window_row + frame0) * BILSTM_GATE_ROWS);
+    }
+    // The pusher of each pair of units (2 v, 2 v + 1): S = 2, cell lane 0 of the group (lane 1
+    // holds the odd unit); S = 4, the cell lane of the even group (the odd group's is 8 lanes on).
+    constexpr int PAIR_OFFSET = UNITS_PER_GROUP == 2 ? 1 : LANES;
+    const bool pusher = cell_lane && (unit & 1u) == 0u;
+    const bl_u32 bar0 = bl_cl_smem(&sh.bar[0]);
+    const bl_u32 q0 = bl_cl_smem(&sh.q[0][0]);
+    const bl_u32 push_off = 2u * bl_fx1_index(unit);
+    bl_cl_init_step_barriers(tid, bar0);
+    bl_cl_cluster_sync();
+
+    float c = 0.0f;
+    float h_last = 0.0f;
+    bool aborted = false;
+    bool timed_out = false;
+    bl_u32 step = 0;
+    for (; step < frames; ++step) {
+        const bl_u32 slot = step & 1u;
+        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+        const float gates_in = gates_next;
+        if (step + 1u < frames) {
+            const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
+            gates_next = __ldg(gates_at + (window_row + next) * BILSTM_GATE_ROWS);
+        }
+        if (tid == 0) {
+            bl_mbar_arrive_expect(bar0 + 8u * slot, STEP_BYTES);
+        }
+        float dot = 0.0f;
+        if (step > 0) {
+            const bl_u32 prev = slot ^ 1u;
+            const bool ok = bl_cl_wait(bar0 + 8u * prev, ((step - 1u) >> 1) & 1u, p.spin_timeout_ns, p.error,
+                                       &timed_out);
+            if (__any_sync(BL_FULL_MASK, !ok)) {
+                aborted = true;
+                break;
+            }
+            // q_h of units 16 lane .. 16 lane + 15: two 16-byte loads, then high / low bytes.
+            const uint4 x0 = *reinterpret_cast<const uint4*>(&sh.q[prev][8 * lane]);
+            const uint4 x1 = *reinterpret_cast<const uint4*>(&sh.q[prev][64 + 8 * lane]);
+            const bl_u32 w[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+            bl_u32 hh[TERMS / 4];
+            bl_u32 hl[TERMS / 4];
+#pragma unroll
+            for (int m = 0; m < TERMS / 4; ++m) {
+                hh[m] = __byte_perm(w[2 * m], w[2 * m + 1], 0x7531);
+                hl[m] = __byte_perm(w[2 * m], w[2 * m + 1], 0x6420);
+            }
+            int a[ROWS];
+            int t[ROWS];
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i) {
+                int sa = 0;
+                int sb = 0;
+                int sc = 0;
+#pragma unroll
+                for (int m = 0; m < TERMS / 4; ++m) {
+                    sa = bl_fx_dp4a_ss(rh[i][m], hh[m], sa);
+                    sb = bl_fx_dp4a_su(rh[i][m], hl[m], sb);
+                    sc = bl_fx_dp4a_uu(rl[i][m], hl[m], sc);
+                    sb = bl_fx_dp4a_us(rl[i][m], hh[m], sb);
+                }
+                a[i] = sa;
+                t[i] = (int)((bl_u32)sb * 256u + (bl_u32)sc);
+            }
+            bl_fx1_level<ROWS, ROWS, 1>(a, t);
+            bl_fx1_level<ROWS, ROWS / 2, 2>(a, t);
+            bl_fx1_level<ROWS, (ROWS / 4 > 1 ? ROWS / 4 : 1), 4>(a, t);
+            dot = bl_fx_dot_t(a[0], t[0], scale);
+        }
+        const float pre = bl_preactivation(gates_in, dot, bias);
+        const float as_tanh = bl_gate_tanh<true>(pre);
+        const float as_sigmoid = bl_gate_sigmoid<true>(pre);
+        const float act = is_g ? as_tanh : as_sigmoid;
+        const float act_f = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET);
+        const float act_g = __shfl_xor_sync(BL_FULL_MASK, act, G_OFFSET);
+        const float act_o = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET | G_OFFSET);
+        const float h = bl_lstm_cell_activated_g<true>(act, act_f, act_g, act_o, &c);
+        const bl_u32 qh = (bl_u32)bl_fx_quantise_h(h) & 0xffffu;
+        const bl_u32 q_odd = __shfl_xor_sync(BL_FULL_MASK, qh, PAIR_OFFSET);
+        if (cell_lane) {
+            h_last = h;
+            p.out[(window_row + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] =
+                bl_output_value(h, p.out_tf32);
+        }
+        if (pusher && !stalled) {
+            const bl_u32 word = qh | (q_odd << 16);
+            const bl_u32 dst = q0 + slot * (bl_u32)(2 * BILSTM_HIDDEN) + push_off;
+            const bl_u32 done = bar0 + 8u * slot;
+#pragma unroll
+            for (int r = 0; r < S; ++r) {
+                bl_cl_push(bl_cl_mapa(dst, (bl_u32)r), __uint_as_float(word), bl_cl_mapa(done, (bl_u32)r));
+            }
+        }
+    }
+    if (!aborted && frames > 0 && cell_lane) {
+        bl_store_final_state(p.state_h, p.state_c, direction, p.batch, window, unit, h_last, c);
+    }
+    if (timed_out) {
+        bl_exchange_report_lost(p.error, p.layer, direction, step);
+    }
+    // Every push into this CTA has landed before it may leave: the last step's phase.
+    if (tid == 0 && !aborted && frames > 0) {
+        const bl_u32 last = frames - 1u;
+        bool late = false;
+        const bool landed = bl_cl_wait(bar0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error, &late);
+        if (!landed && late) {
+            bl_exchange_report_lost(p.error, p.layer, direction, frames);
+        }
+    }
+    bl_cl_cluster_sync();
+    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
+        bl_cl_report_end(p.progress, window, 1u, direction, frames);
+    }
+}
+
 // The fixed-point entries run TF32 mode only: FP32 mode's numerics are not built for them.
 #define BL_FX_BODY(S)                        \
     do {                                     \
@@ -1612,6 +1892,13 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
             asm volatile("trap;");           \
         }                                    \
         bl_recurrence_fixed<S>(p);           \
+    } while (0)
+#define BL_FX1_BODY(S, T)                    \
+    do {                                     \
+        if (p.tf32_numerics == 0u) {         \
+            asm volatile("trap;");           \
+        }                                    \
+        bl_recurrence_fixed_simt<S, T>(p);   \
     } while (0)
 
 // Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
@@ -1660,6 +1947,7 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
         (void)p;              \
         asm volatile("trap;"); \
     } while (0)
+#define BL_FX1_BODY(S, T) BL_FX_BODY(S)
 #endif  // __CUDA_ARCH__ >= 900
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
@@ -1705,4 +1993,19 @@ extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 2, 1)
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 4, 1)
     bilstm_recurrence_fixed8c4(const bl_recurrence_cluster_params p) {
     BL_FX_BODY(4);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
+    bilstm_recurrence_fixed1c2(const bl_recurrence_cluster_params p) {
+    BL_FX1_BODY(2, BILSTM_CLUSTER_THREADS);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 2)
+    bilstm_recurrence_fixed1c4(const bl_recurrence_cluster_params p) {
+    BL_FX1_BODY(4, BILSTM_CLUSTER_THREADS);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS / 2, 4)
+    bilstm_recurrence_fixed1c8(const bl_recurrence_cluster_params p) {
+    BL_FX1_BODY(8, BILSTM_CLUSTER_THREADS / 2);
 }

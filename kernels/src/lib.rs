@@ -77,6 +77,15 @@ pub enum KernelId {
     RecurrenceFixed8C2,
     /// `bilstm_recurrence_fixed8c4`: [`KernelId::RecurrenceFixed8`] split over 4-CTA clusters.
     RecurrenceFixed8C4,
+    /// `bilstm_recurrence_fixed1c2` (`recurrence_cluster.cu`): the fixed-point recurrence's
+    /// products on the integer pipe (`dp4a`), one window a 2-CTA cluster (TF32 mode only;
+    /// compute capability 9.0 and later).
+    RecurrenceFixed1C2,
+    /// `bilstm_recurrence_fixed1c4`: [`KernelId::RecurrenceFixed1C2`] over 4-CTA clusters.
+    RecurrenceFixed1C4,
+    /// `bilstm_recurrence_fixed1c8`: [`KernelId::RecurrenceFixed1C2`] over 8-CTA clusters of
+    /// half the threads.
+    RecurrenceFixed1C8,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
@@ -99,7 +108,7 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 21] = [
+pub const ALL: [KernelId; 24] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -115,6 +124,9 @@ pub const ALL: [KernelId; 21] = [
     KernelId::RecurrenceFixed8,
     KernelId::RecurrenceFixed8C2,
     KernelId::RecurrenceFixed8C4,
+    KernelId::RecurrenceFixed1C2,
+    KernelId::RecurrenceFixed1C4,
+    KernelId::RecurrenceFixed1C8,
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
@@ -429,6 +441,45 @@ pub const RECURRENCE_FIXED8C4: Kernel = fixed_kernel(
     4,
 );
 
+/// `bilstm_recurrence_fixed1c2` (experimental, never planned): the fixed-point recurrence
+/// (`numerics.cuh` section 9, the same bits as [`RECURRENCE_FIXED8`]) with its products on the
+/// integer pipe (`dp4a` on bytes of R and h) in the one-window cluster kernels' structure: one
+/// window a 2-CTA cluster of `CLUSTER_THREADS` (256) threads, grid `2 * batch * 2` CTAs, no
+/// dynamic shared memory, [`params::RecurrenceClusterParams`] (`tf32_numerics` must be set;
+/// `out_tf32` honoured); waits and lost partners as [`RECURRENCE_CLUSTER2`]. Compute
+/// capability 9.0 or later.
+pub const RECURRENCE_FIXED1C2: Kernel = cluster_kernel(
+    KernelId::RecurrenceFixed1C2,
+    "bilstm_recurrence_fixed1c2",
+    2,
+    1,
+    0,
+);
+
+/// `bilstm_recurrence_fixed1c4`: [`RECURRENCE_FIXED1C2`] over 4-CTA clusters; grid
+/// `2 * batch * 4` CTAs.
+pub const RECURRENCE_FIXED1C4: Kernel = cluster_kernel(
+    KernelId::RecurrenceFixed1C4,
+    "bilstm_recurrence_fixed1c4",
+    4,
+    1,
+    0,
+);
+
+/// `bilstm_recurrence_fixed1c8`: [`RECURRENCE_FIXED1C2`] over 8-CTA clusters of
+/// `CLUSTER_THREADS / 2` (128) threads (each row group keeps 4 rows, as in
+/// [`RECURRENCE_FIXED1C4`]); grid `2 * batch * 8` CTAs.
+pub const RECURRENCE_FIXED1C8: Kernel = Kernel {
+    block_threads: geometry::CLUSTER_THREADS as u32 / 2,
+    ..cluster_kernel(
+        KernelId::RecurrenceFixed1C8,
+        "bilstm_recurrence_fixed1c8",
+        8,
+        1,
+        0,
+    )
+};
+
 /// A fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
 /// `FIXED_THREADS / size` threads running `FIXED_WINDOWS` windows each.
 const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32) -> Kernel {
@@ -555,6 +606,9 @@ impl KernelId {
             KernelId::RecurrenceFixed8
                 | KernelId::RecurrenceFixed8C2
                 | KernelId::RecurrenceFixed8C4
+                | KernelId::RecurrenceFixed1C2
+                | KernelId::RecurrenceFixed1C4
+                | KernelId::RecurrenceFixed1C8
         )
     }
 
@@ -576,6 +630,9 @@ impl KernelId {
             KernelId::RecurrenceFixed8 => &RECURRENCE_FIXED8,
             KernelId::RecurrenceFixed8C2 => &RECURRENCE_FIXED8C2,
             KernelId::RecurrenceFixed8C4 => &RECURRENCE_FIXED8C4,
+            KernelId::RecurrenceFixed1C2 => &RECURRENCE_FIXED1C2,
+            KernelId::RecurrenceFixed1C4 => &RECURRENCE_FIXED1C4,
+            KernelId::RecurrenceFixed1C8 => &RECURRENCE_FIXED1C8,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
@@ -603,6 +660,9 @@ impl KernelId {
             KernelId::RecurrenceFixed8 => "recurrence_fixed8",
             KernelId::RecurrenceFixed8C2 => "recurrence_fixed8c2",
             KernelId::RecurrenceFixed8C4 => "recurrence_fixed8c4",
+            KernelId::RecurrenceFixed1C2 => "recurrence_fixed1c2",
+            KernelId::RecurrenceFixed1C4 => "recurrence_fixed1c4",
+            KernelId::RecurrenceFixed1C8 => "recurrence_fixed1c8",
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",

@@ -95,8 +95,9 @@ pub(crate) fn check(
     let name = kernel.entry;
     let (size, windows) = cluster_shape(kernel)?;
     require(name, "batch", 1, args.batch)?;
-    if args.out_tf32 {
-        // Only the register-quad and 16-window kernels round their outputs; the others trap.
+    if args.out_tf32 && !kernel.id.is_fixed_point() {
+        // Only the register-quad, 16-window and fixed-point kernels round their outputs; the
+        // others trap.
         require(
             name,
             "windows a cluster for TF32 outputs",
