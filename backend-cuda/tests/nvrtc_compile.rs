@@ -1,5 +1,5 @@
 //! CPU-only: every kernel compiles with NVRTC for every architecture bilstm targets, and (when
-//! `ptxas` is available) the kernels assemble for sm_90 and sm_80 without spilling.
+//! `ptxas` is available) the kernels assemble for sm_90 and sm_80 without spilling or a stack frame.
 //!
 //! Needs NVRTC only (no driver, no GPU): `source scripts/nvrtc-env` provides NVRTC 13.0 and
 //! ptxas 13.0 from PyPI. Without NVRTC the tests pass with a note, except when `CI` or
@@ -180,6 +180,13 @@ fn kernels_assemble_without_spills() {
                     "{name} spills on sm_{}{}:\n{report}",
                     arch.0,
                     arch.1
+                );
+                // A stack frame is local memory too (an array indexed by a run-time value):
+                // gpu_device's occupancy test refuses any local bytes on the GPU.
+                assert_eq!(
+                    a.stack_frame, 0,
+                    "{name} has a stack frame on sm_{}{}:\n{report}",
+                    arch.0, arch.1
                 );
                 assert!(
                     a.registers > 0,

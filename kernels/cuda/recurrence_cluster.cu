@@ -1701,8 +1701,11 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
     const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
 
     // Each row's exponent (bl_recurrence_fixed's: the largest magnitude of the whole row), in
-    // natural order: row group * ROWS + i; the group's 8 lanes hold the row's 128 terms.
-    int e_row[ROWS];
+    // natural order: row group * ROWS + i; the group's 8 lanes hold the row's 128 terms. Packed
+    // a byte a row (e + 96: 0 .. 225) into one register pair, so that picking a row's exponent by
+    // a lane-dependent index is a shift, not an indexed (local-memory) array.
+    static_assert(ROWS <= 8, "a byte a row in 64 bits");
+    bl_u64 e_packed = 0u;
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const float4* src =
@@ -1716,8 +1719,9 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
         m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
         m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
         m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 4));
-        e_row[i] = bl_fx_row_exponent(m);
+        e_packed |= (bl_u64)(bl_fx_row_exponent(m) + 96) << (8 * i);
     }
+    const auto exponent_of = [e_packed](int row) { return (int)((e_packed >> (8 * row)) & 0xffu) - 96; };
     // Slot i holds row i ^ order (bl_recurrence_cluster's order: the reduce needs no select);
     // its 16 terms as packed high / low bytes, terms 4 m .. 4 m + 3 in register m.
     const int order = (int)bl_bit_reverse((bl_u32)(lane & (ROWS - 1)), LEVELS);
@@ -1725,12 +1729,7 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
     bl_u32 rl[ROWS][TERMS / 4];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        int e = e_row[0];
-#pragma unroll
-        for (int k = 1; k < ROWS; ++k) {
-            e = (i ^ order) == k ? e_row[k] : e;
-        }
-        const float up = __int_as_float((15 - e + 127) << 23);
+        const float up = __int_as_float((15 - exponent_of(i ^ order) + 127) << 23);
         const float4* src = reinterpret_cast<const float4*>(
             recurrent + (bl_u64)(group * ROWS + (bl_u32)(i ^ order)) * BILSTM_HIDDEN + lane * TERMS);
 #pragma unroll
@@ -1750,11 +1749,7 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
         }
     }
     // After the reduce, lane j holds the dot of row rev_L(j mod ROWS) of its group (slot 0).
-    int e_mine = e_row[0];
-#pragma unroll
-    for (int k = 1; k < ROWS; ++k) {
-        e_mine = order == k ? e_row[k] : e_mine;
-    }
+    const int e_mine = exponent_of(order);
     const float scale = __int_as_float((e_mine - 30 + 127) << 23);
 
     // Cell lanes, units and gates exactly as bl_recurrence_cluster<S, 1, true>.
