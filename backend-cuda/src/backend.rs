@@ -708,10 +708,16 @@ mod tests {
 
     #[test]
     fn the_fixed_recurrence_switch_names_its_six_kernels_or_auto_else_nothing() {
-        for (value, id, size) in [
-            (" 8 ", KernelId::RecurrenceFixed8, 1u32),
-            ("8c2", KernelId::RecurrenceFixed8C2, 2),
-            ("8c4", KernelId::RecurrenceFixed8C4, 4),
+        let fixed = bilstm_core::geometry::FIXED_THREADS;
+        let tile = bilstm_core::geometry::FIXED_WINDOWS as u32;
+        // (value, kernel, CTAs a cluster, threads a CTA, windows a cluster)
+        for (value, id, size, threads, windows) in [
+            (" 8 ", KernelId::RecurrenceFixed8, 1u32, fixed, tile),
+            ("8c2", KernelId::RecurrenceFixed8C2, 2, fixed / 2, tile),
+            ("8c4", KernelId::RecurrenceFixed8C4, 4, fixed / 4, tile),
+            ("1c2", KernelId::RecurrenceFixed1C2, 2, 256, 1),
+            ("1c4", KernelId::RecurrenceFixed1C4, 4, 256, 1),
+            ("1c8", KernelId::RecurrenceFixed1C8, 8, 128, 1),
         ] {
             assert_eq!(
                 parse_fixed_recurrence(Some(value)),
@@ -720,16 +726,11 @@ mod tests {
             );
             assert!(id.is_fixed_point());
             let k = id.kernel();
-            assert_eq!(
-                k.block_threads as usize * size as usize,
-                bilstm_core::geometry::FIXED_THREADS
-            );
+            assert_eq!(k.block_threads as usize, threads, "{value}");
             assert_eq!(
                 k.launch,
-                bilstm_kernels::LaunchKind::Cluster {
-                    size,
-                    windows: bilstm_core::geometry::FIXED_WINDOWS as u32
-                }
+                bilstm_kernels::LaunchKind::Cluster { size, windows },
+                "{value}"
             );
         }
         for other in [
@@ -748,23 +749,5 @@ mod tests {
             parse_fixed_recurrence(Some(" auto")),
             Some(FixedRecurrence::Auto)
         );
-        for (value, id, size, threads) in [
-            ("1c2", KernelId::RecurrenceFixed1C2, 2u32, 256usize),
-            ("1c4", KernelId::RecurrenceFixed1C4, 4, 256),
-            ("1c8", KernelId::RecurrenceFixed1C8, 8, 128),
-        ] {
-            assert_eq!(
-                parse_fixed_recurrence(Some(value)),
-                Some(FixedRecurrence::Kernel(id)),
-                "{value}"
-            );
-            assert!(id.is_fixed_point());
-            let k = id.kernel();
-            assert_eq!(k.block_threads as usize, threads, "{value}");
-            assert_eq!(
-                k.launch,
-                bilstm_kernels::LaunchKind::Cluster { size, windows: 1 }
-            );
-        }
     }
 }

@@ -1316,6 +1316,27 @@ __device__ __forceinline__ void bl_fx_st8(bl_u32 addr, bl_u32 v) {
     asm volatile("st.shared.u8 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
 }
 
+// The fixed-point cluster kernels' exit (S > 1): a lost partner seen in the step loop (timed_out,
+// at `step`) is reported; thread 0 waits, bounded, for the last step's phase on the step
+// mbarriers at `bar0` (every push into this CTA has landed before it may leave), reporting a
+// partner lost then; the cluster meets once.
+__device__ __forceinline__ void bl_fx_leave_cluster(const bl_recurrence_cluster_params& p, int tid, bl_u32 bar0,
+                                                    bl_u32 direction, bl_u32 step, bl_u32 frames, bool timed_out,
+                                                    bool aborted) {
+    if (timed_out) {
+        bl_exchange_report_lost(p.error, p.layer, direction, step);
+    }
+    if (tid == 0 && !aborted && frames > 0) {
+        const bl_u32 last = frames - 1u;
+        bool late = false;
+        const bool landed = bl_cl_wait(bar0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error, &late);
+        if (!landed && late) {
+            bl_exchange_report_lost(p.error, p.layer, direction, frames);
+        }
+    }
+    bl_cl_cluster_sync();
+}
+
 // S CTAs a cluster (1, 2 or 4) split the 128 units: CTA rank r owns units 128 r / S ..
 // 128 (r + 1) / S - 1 with 16 / S warps of 8 units.
 template <int S>
@@ -1585,19 +1606,7 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
         }
     }
     if constexpr (S > 1) {
-        if (timed_out) {
-            bl_exchange_report_lost(p.error, p.layer, direction, step);
-        }
-        // Every push into this CTA has landed before it may leave: the last step's phase.
-        if (tid == 0 && !aborted && frames > 0) {
-            const bl_u32 last = frames - 1u;
-            bool late = false;
-            const bool landed = bl_cl_wait(bar0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error, &late);
-            if (!landed && late) {
-                bl_exchange_report_lost(p.error, p.layer, direction, frames);
-            }
-        }
-        bl_cl_cluster_sync();
+        bl_fx_leave_cluster(p, tid, bar0, direction, step, frames, timed_out, aborted);
     } else {
         // Every thread's output stores are ordered before thread 0's fence by the barrier.
         __syncthreads();
@@ -1862,19 +1871,7 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
     if (!aborted && frames > 0 && cell_lane) {
         bl_store_final_state(p.state_h, p.state_c, direction, p.batch, window, unit, h_last, c);
     }
-    if (timed_out) {
-        bl_exchange_report_lost(p.error, p.layer, direction, step);
-    }
-    // Every push into this CTA has landed before it may leave: the last step's phase.
-    if (tid == 0 && !aborted && frames > 0) {
-        const bl_u32 last = frames - 1u;
-        bool late = false;
-        const bool landed = bl_cl_wait(bar0 + 8u * (last & 1u), (last >> 1) & 1u, p.spin_timeout_ns, p.error, &late);
-        if (!landed && late) {
-            bl_exchange_report_lost(p.error, p.layer, direction, frames);
-        }
-    }
-    bl_cl_cluster_sync();
+    bl_fx_leave_cluster(p, tid, bar0, direction, step, frames, timed_out, aborted);
     if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
         bl_cl_report_end(p.progress, window, 1u, direction, frames);
     }
