@@ -166,14 +166,16 @@ impl Drop for CudaBackend {
 /// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
-/// Experimental, for measurements only: set to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8` or `auto`, TF32 passes of
-/// cluster plans (compute capability 9.0) run a fixed-point recurrence (`numerics.cuh` section 9)
-/// instead of the plan's kernel: the tensor-core `bilstm_recurrence_fixed8` (8 windows a CTA),
-/// `fixed8c2` / `fixed8c4` (8 windows a 2- / 4-CTA cluster), or the integer-pipe
-/// `bilstm_recurrence_fixed1c2` / `fixed1c4` / `fixed1c8` (one window a 2- / 4- / 8-CTA cluster).
-/// `auto` picks one of them by batch (`bilstm_core::fixed::pick`: the largest integer-pipe cluster
-/// that runs the batch in one wave on its share of the SMs, else `fixed8`). Their bits are their own (the same in all six kernels and at every batch) and differ from TF32 mode's other
-/// kernels', so plans never pick them; any other value (or none) leaves the plan's kernel.
+/// Experimental, for measurements only: set to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8` or `auto`,
+/// TF32 passes of cluster plans (compute capability 9.0) run a fixed-point recurrence
+/// (`numerics.cuh` section 9) instead of the plan's kernel: the tensor-core
+/// `bilstm_recurrence_fixed8` (8 windows a CTA), `fixed8c2` / `fixed8c4` (8 windows a 2- / 4-CTA
+/// cluster), or the integer-pipe `bilstm_recurrence_fixed1c2` / `fixed1c4` / `fixed1c8` (one
+/// window a 2- / 4- / 8-CTA cluster); `auto` picks one of them by batch
+/// (`bilstm_core::fixed::pick`: the largest integer-pipe cluster that runs the batch in one wave
+/// on its share of the SMs, else `fixed8`). Their bits are their own (the same in all six kernels
+/// and at every batch) and differ from TF32 mode's other kernels', so plans never pick them; any
+/// other value (or none) leaves the plan's kernel.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
