@@ -92,7 +92,14 @@ pub fn sums(q: &[i16], hq: &[i16]) -> Result<(i32, i32, i32), CoreError> {
 /// integer arithmetic does, and `e` is clamped to `-96 ..= 157` (where `2^(e - 30)` is a normal
 /// f32).
 pub fn dot_from_sums(a: i32, b: i32, c: i32, e: i32) -> f32 {
-    let t = b.wrapping_mul(256).wrapping_add(c);
+    dot_from_a_t(a, b.wrapping_mul(256).wrapping_add(c), e)
+}
+
+/// [`dot_from_sums`] from `A` and `T = B 2^8 + C` (the integer-pipe kernels add partial `T`s of
+/// 16 terms across lanes modulo 2^32, which gives the same `T` since the final one fits 32
+/// bits): `T` rounded to f32, then `A 2^16` plus that rounded once, times `2^(e - 30)` (`e`
+/// clamped as there).
+pub fn dot_from_a_t(a: i32, t: i32, e: i32) -> f32 {
     let scale = f32::from_bits(((e.clamp(-96, 157) - 30 + 127) as u32) << 23);
     libm::fmaf(a as f32, 65536.0, t as f32) * scale
 }
@@ -291,6 +298,67 @@ mod tests {
             65536.0 * (2.0f32).powi(-126)
         );
         assert_eq!(dot_from_sums(0, 0, 1, i32::MAX), (2.0f32).powi(127));
+    }
+
+    /// The integer-pipe kernels' grouping (fixed1c*): each of 8 lanes sums its 16 terms four at
+    /// a time (dp4a) into partial A, B, C, forms T = B 2^8 + C, and the lanes' (A, T) pairs are
+    /// added in 32-bit wrapping arithmetic along the transpose-reduce's pairs; the result is the
+    /// tensor-core kernels' A and B 2^8 + C, so the dot has the same bits, at the extremes too.
+    #[test]
+    fn lane_partial_sums_of_a_and_t_give_the_same_dot() {
+        let mut rng = SplitMix64::new(25);
+        let extreme = |r: u64| match r % 4 {
+            0 => MAX_Q,
+            1 => -MAX_Q,
+            2 => -256,
+            _ => 255,
+        };
+        for round in 0..300 {
+            let draw = |rng: &mut SplitMix64| -> i16 {
+                let r = rng.next_u64();
+                let v = if round % 3 == 0 {
+                    extreme(r)
+                } else {
+                    (r % 65535) as i32 - MAX_Q
+                };
+                v as i16
+            };
+            let q: Vec<i16> = (0..MAX_TERMS).map(|_| draw(&mut rng)).collect();
+            let hq: Vec<i16> = (0..MAX_TERMS).map(|_| draw(&mut rng)).collect();
+            let (a, b, c) = sums(&q, &hq).unwrap();
+            // Lane j: terms 16 j .. 16 j + 15, in dp4a groups of four.
+            let mut lanes: Vec<(i32, i32)> = (0..8)
+                .map(|j| {
+                    let (mut la, mut lb, mut lc) = (0i32, 0i32, 0i32);
+                    for g in 0..4 {
+                        let at = 16 * j + 4 * g;
+                        let (ga, gb, gc) = sums(&q[at..at + 4], &hq[at..at + 4]).unwrap();
+                        la += ga;
+                        lb += gb;
+                        lc += gc;
+                    }
+                    (la, lb.wrapping_mul(256).wrapping_add(lc))
+                })
+                .collect();
+            // Lane offsets 1, 2, 4.
+            for offset in [1, 2, 4] {
+                for j in 0..8 {
+                    if j & offset == 0 {
+                        let (pa, pt) = lanes[j + offset];
+                        lanes[j].0 = lanes[j].0.wrapping_add(pa);
+                        lanes[j].1 = lanes[j].1.wrapping_add(pt);
+                    }
+                }
+            }
+            let (la, lt) = lanes[0];
+            assert_eq!((la, lt), (a, b.wrapping_mul(256).wrapping_add(c)));
+            for e in [-3, 0, 2] {
+                assert_eq!(
+                    dot_from_a_t(la, lt, e).to_bits(),
+                    dot_from_sums(a, b, c, e).to_bits()
+                );
+            }
+        }
     }
 
     #[test]

@@ -353,7 +353,8 @@ __device__ __forceinline__ float bl_fx_exact_float(int x) {
 // The dot from A and T = B 2^8 + C (the 32-bit wrapping sum, exact where |T| < 2^31): T rounded
 // once to float (the conversion unit's one instruction), then A 2^16 plus that rounded once,
 // times the row's power-of-two scale `scale` (exact). Kernels that sum T directly (the SIMT
-// fixed-point kernels: partial B 2^8 + C per lane, added modulo 2^32) call this.
+// fixed-point kernels: partial B 2^8 + C per lane, added modulo 2^32) call this; on the host,
+// bilstm_core::fixed::dot_from_a_t (whose tests replay that grouping).
 __device__ __forceinline__ float bl_fx_dot_t(int a, int t, float scale) {
     return __fmaf_rn(bl_fx_exact_float(a), 65536.0f, __int2float_rn(t)) * scale;
 }
