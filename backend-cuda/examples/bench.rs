@@ -273,6 +273,9 @@ fn run_case(
             median(&mut host)
         ));
     }
+    if let Some(entry) = gpu.last_fixed_recurrence() {
+        extra.push_str(&format!(",\"fixed_recurrence\":{}", json_str(entry)));
+    }
     let steps = (shape.layers * shape.frames) as f64;
     let fields = format!(
         "\"recurrence\":\"{}\",\"projection_tile\":\"{}\",\"median_ms\":{med:.4},\"min_ms\":{min:.4},\"max_ms\":{max:.4},\"iters\":{iters},\"us_per_step\":{:.4},\"windows_per_s\":{:.1},\"co_resident_blocks\":{},\"schedule\":{}{extra}",

@@ -38,7 +38,10 @@ pub mod phases;
 pub mod summary;
 pub mod timing;
 
-pub use backend::{CudaBackend, DEFAULT_SPIN_TIMEOUT, RESIDENT_PROJECTION_ENV, SPIN_TIMEOUT_ENV};
+pub use backend::{
+    CudaBackend, DEFAULT_SPIN_TIMEOUT, FIXED_RECURRENCE_ENV, RESIDENT_PROJECTION_ENV,
+    SPIN_TIMEOUT_ENV,
+};
 pub use bilstm_core::plan::{Overrides, Plan, ProjectionTile, RecurrenceKind};
 pub use compile::{
     CompiledPtx, PtxOrigin, cache_dir, compile, compile_with_cache, nvrtc_options, nvrtc_version,

@@ -495,6 +495,20 @@ impl CudaBackend {
         }
     }
 
+    /// Experimental: the entry point of the fixed-point recurrence ([`FIXED_RECURRENCE_ENV`] or
+    /// the test hook) that the last forward pass ran instead of its plan's kernel, or `None`
+    /// (none was asked for, the pass was FP32, its plan was not a cluster plan, or no pass ran).
+    /// The summary ([`CudaBackend::last_forward`]) still describes the plan's kernel; benchmarks
+    /// report this beside it.
+    ///
+    /// [`FIXED_RECURRENCE_ENV`]: crate::FIXED_RECURRENCE_ENV
+    pub fn last_fixed_recurrence(&self) -> Option<&'static str> {
+        let s = self.last?;
+        s.plan.schedule.choice.cluster()?;
+        self.fixed_recurrence_for(s.projection_tile, s.plan.batch)
+            .map(|id| id.kernel().entry)
+    }
+
     /// The experimental fixed-point recurrence that a cluster plan's pass of `batch` windows
     /// with projection `tile` runs instead of the plan's kernel: [`CudaBackend::fixed_recurrence`]
     /// for TF32 passes (the kernels implement TF32 mode only; `auto` resolved by

@@ -208,6 +208,12 @@ fn auto_runs_the_kernel_its_rule_picks() {
             got.unwrap_or("bilstm_recurrence_fixed8 (completed)")
         );
         assert_eq!(got, want, "batch {batch} on {sms} SMs");
+        // What benchmarks report as the kernel that ran.
+        assert_eq!(
+            b.last_fixed_recurrence(),
+            Some(want.unwrap_or("bilstm_recurrence_fixed8")),
+            "batch {batch}"
+        );
     }
     b.inject_stall(None);
 }
@@ -245,6 +251,7 @@ fn fp32_passes_ignore_the_fixed_recurrence() {
     b.set_fixed_recurrence(Some("8c2")).expect("fixed");
     let after = run(&mut b, &shape, &input, batch);
     assert_same_bits(&before, &after, "FP32 with the fixed-point hook set");
+    assert_eq!(b.last_fixed_recurrence(), None);
 }
 
 /// The cluster kernels (8 windows a 2- or 4-CTA cluster, one window a 2-, 4- or 8-CTA cluster) wait for their partners' bytes of
