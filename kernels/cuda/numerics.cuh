@@ -338,6 +338,29 @@ __device__ __forceinline__ int bl_fx_quantise(float x) {
     return bl_fx_from_magic(x + BL_ROUND_MAGIC);
 }
 
+// The scale 2^(15 - e) that takes a row of exponent e to 16-bit integers, and the dot's scale
+// 2^(e - 30) back (e in -96 .. 129: both normal floats, built from their exponent bits).
+__device__ __forceinline__ float bl_fx_up(int e) {
+    return __int_as_float((15 - e + 127) << 23);
+}
+__device__ __forceinline__ float bl_fx_scale(int e) {
+    return __int_as_float((e - 30 + 127) << 23);
+}
+
+// Four weights of one row, k ascending, quantised (bl_fx_quantise of w up) and split: their
+// signed high bytes packed into `hi`, their unsigned low bytes into `lo`, term i in byte i (the
+// operand layout of both mma.sync m16n8k32 A fragments and dp4a).
+__device__ __forceinline__ void bl_fx_pack4(const float (&w)[4], float up, bl_u32& hi, bl_u32& lo) {
+    hi = 0u;
+    lo = 0u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int q = bl_fx_quantise(w[i] * up);
+        hi |= ((bl_u32)(q >> 8) & 0xffu) << (8 * i);
+        lo |= ((bl_u32)q & 0xffu) << (8 * i);
+    }
+}
+
 // h (|h| <= 1, or NaN) to 16-bit fixed point: rint(h 2^15) (one fused multiply-add with the
 // magic constant: h 2^15 is exact, the sum is rounded once, to an integer), at most 32767 in
 // magnitude; the same values as bl_fx_quantise(h * 32768).

@@ -368,6 +368,22 @@ __device__ __forceinline__ void bl_cl_lane_level(float (&v)[ROWS]) {
     }
 }
 
+// One lane's gate activation in the one-window cluster kernels' layout: the lane applies its
+// gate's function to `pre` (tanh where is_g, the sigmoid for i, f, o; both run and a select keeps
+// the lane's own: one straight path for the warp), and every lane receives, by shuffles, the
+// activated f, g and o of the lanes F_OFFSET, G_OFFSET and F_OFFSET | G_OFFSET away (what the
+// cell lane, which holds gate i, needs).
+template <bool FAST, int F_OFFSET, int G_OFFSET>
+__device__ __forceinline__ void bl_cl_lane_gates(float pre, bool is_g, float& act_i, float& act_f, float& act_g,
+                                                 float& act_o) {
+    const float as_tanh = bl_gate_tanh<FAST>(pre);
+    const float as_sigmoid = bl_gate_sigmoid<FAST>(pre);
+    act_i = is_g ? as_tanh : as_sigmoid;
+    act_f = __shfl_xor_sync(BL_FULL_MASK, act_i, F_OFFSET);
+    act_g = __shfl_xor_sync(BL_FULL_MASK, act_i, G_OFFSET);
+    act_o = __shfl_xor_sync(BL_FULL_MASK, act_i, F_OFFSET | G_OFFSET);
+}
+
 template <int S, int W, bool FAST>
 __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluster_params& p) {
     // A row group's lanes hold one chain each: FP32 mode's 16 chains of 8 terms (numerics.cuh
@@ -556,14 +572,8 @@ __device__ __forceinline__ void bl_recurrence_cluster(const bl_recurrence_cluste
         float act_i[W], act_f[W], act_g[W], act_o[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-            const float pre = bl_preactivation(gates_in[w], dot[w], bias);
-            const float as_tanh = bl_gate_tanh<FAST>(pre);
-            const float as_sigmoid = bl_gate_sigmoid<FAST>(pre);
-            const float act = is_g ? as_tanh : as_sigmoid;
-            act_i[w] = act;
-            act_f[w] = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET);
-            act_g[w] = __shfl_xor_sync(BL_FULL_MASK, act, G_OFFSET);
-            act_o[w] = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET | G_OFFSET);
+            bl_cl_lane_gates<FAST, F_OFFSET, G_OFFSET>(bl_preactivation(gates_in[w], dot[w], bias), is_g, act_i[w],
+                                                       act_f[w], act_g[w], act_o[w]);
         }
         if (cell_lane) {
 #pragma unroll
@@ -1248,12 +1258,12 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
 // Launch contract (the file's, with these differences): a cluster of S CTAs per direction and
 // tile of W = 8 windows: fixed8 (S = 1), fixed8c2 (S = 2), fixed8c4 (S = 4) (a 16-window
 // one-CTA kernel, measured 2 % faster than fixed8 at batch 1024 in session 23, was dropped: at
-// 512 threads its registers spilled); grid (2 * ceil(batch / 8) * S, 1, 1) with the cluster dimension (S, 1, 1), cluster
-// x = blockIdx.x / S runs windows (x / 2) 8 .. (x / 2) 8 + 7 that exist in direction x % 2;
-// block (BILSTM_FIXED_THREADS / S, 1, 1); no dynamic shared memory, static bl_fx_shared (two
-// slots of two byte planes of 8 rows of BILSTM_FIXED_H_ROW_BYTES bytes and two mbarriers: 4,624
-// bytes). TF32 mode only
-// (tf32_numerics must be nonzero, else a trap): numerics.cuh section 9 for the recurrent product,
+// 512 threads its registers spilled); grid (2 * ceil(batch / 8) * S, 1, 1) with the cluster
+// dimension (S, 1, 1), cluster x = blockIdx.x / S runs windows (x / 2) 8 .. (x / 2) 8 + 7 that
+// exist in direction x % 2; block (BILSTM_FIXED_THREADS / S, 1, 1); no dynamic shared memory,
+// static bl_fx_shared (two slots of two byte planes of 8 rows of BILSTM_FIXED_H_ROW_BYTES bytes
+// and two mbarriers: 4,624 bytes). TF32 mode only (tf32_numerics must be nonzero, else a
+// trap): numerics.cuh section 9 for the recurrent product,
 // sections 2, 6 and 7 for the rest, so every window's bits are the same in every entry and at
 // every batch (not those of the other kernels' section 8). S = 1: nothing waits on another CTA
 // (stall_cta is ignored). S > 1: each CTA pushes its units' bytes of h into every CTA of the
@@ -1395,20 +1405,15 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
             m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
             m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
             const int e = bl_fx_row_exponent(m);
-            scale[mt][half] = __int_as_float((e - 30 + 127) << 23);
-            const float up = __int_as_float((15 - e + 127) << 23);
+            scale[mt][half] = bl_fx_scale(e);
+            const float up = bl_fx_up(e);
 #pragma unroll
             for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll
                 for (int part = 0; part < 2; ++part) {
-                    bl_u32 hi = 0u;
-                    bl_u32 lo = 0u;
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const int q = bl_fx_quantise(v[kc][part][i] * up);
-                        hi |= ((bl_u32)(q >> 8) & 0xffu) << (8 * i);
-                        lo |= ((bl_u32)q & 0xffu) << (8 * i);
-                    }
+                    bl_u32 hi;
+                    bl_u32 lo;
+                    bl_fx_pack4(v[kc][part], up, hi, lo);
                     a[mt][kc][0][part * 2 + half] = hi;
                     a[mt][kc][1][part * 2 + half] = lo;
                 }
@@ -1732,34 +1737,27 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
     }
     const auto exponent_of = [e_packed](int row) { return (int)((e_packed >> (8 * row)) & 0xffu) - 96; };
     // Slot i holds row i ^ order (bl_recurrence_cluster's order: the reduce needs no select);
-    // its 16 terms as packed high / low bytes, terms 4 m .. 4 m + 3 in register m.
+    // its 16 terms as packed high / low bytes, terms 4 m .. 4 m + 3 in register m. The terms are
+    // loaded again (entry only, from L2): keeping the first pass's values would pick them by a
+    // lane-dependent index, which is local memory.
     const int order = (int)bl_bit_reverse((bl_u32)(lane & (ROWS - 1)), LEVELS);
     bl_u32 rh[ROWS][TERMS / 4];
     bl_u32 rl[ROWS][TERMS / 4];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        const float up = __int_as_float((15 - exponent_of(i ^ order) + 127) << 23);
+        const float up = bl_fx_up(exponent_of(i ^ order));
         const float4* src = reinterpret_cast<const float4*>(
             recurrent + (bl_u64)(group * ROWS + (bl_u32)(i ^ order)) * BILSTM_HIDDEN + lane * TERMS);
 #pragma unroll
         for (int q = 0; q < TERMS / 4; ++q) {
             const float4 x = __ldg(src + q);
             const float v[4] = {x.x, x.y, x.z, x.w};
-            bl_u32 hi = 0u;
-            bl_u32 lo = 0u;
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-                const int qv = bl_fx_quantise(v[b] * up);
-                hi |= ((bl_u32)(qv >> 8) & 0xffu) << (8 * b);
-                lo |= ((bl_u32)qv & 0xffu) << (8 * b);
-            }
-            rh[i][q] = hi;
-            rl[i][q] = lo;
+            bl_fx_pack4(v, up, rh[i][q], rl[i][q]);
         }
     }
     // After the reduce, lane j holds the dot of row rev_L(j mod ROWS) of its group (slot 0).
     const int e_mine = exponent_of(order);
-    const float scale = __int_as_float((e_mine - 30 + 127) << 23);
+    const float scale = bl_fx_scale(e_mine);
 
     // Cell lanes, units and gates exactly as bl_recurrence_cluster<S, 1, true>.
     const bool cell_lane = lane < UNITS_PER_GROUP;
@@ -1843,14 +1841,10 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
             bl_fx1_level<ROWS, (ROWS / 4 > 1 ? ROWS / 4 : 1), 4>(a, t);
             dot = bl_fx_dot_t(a[0], t[0], scale);
         }
-        const float pre = bl_preactivation(gates_in, dot, bias);
-        const float as_tanh = bl_gate_tanh<true>(pre);
-        const float as_sigmoid = bl_gate_sigmoid<true>(pre);
-        const float act = is_g ? as_tanh : as_sigmoid;
-        const float act_f = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET);
-        const float act_g = __shfl_xor_sync(BL_FULL_MASK, act, G_OFFSET);
-        const float act_o = __shfl_xor_sync(BL_FULL_MASK, act, F_OFFSET | G_OFFSET);
-        const float h = bl_lstm_cell_activated_g<true>(act, act_f, act_g, act_o, &c);
+        float act_i, act_f, act_g, act_o;
+        bl_cl_lane_gates<true, F_OFFSET, G_OFFSET>(bl_preactivation(gates_in, dot, bias), is_g, act_i, act_f, act_g,
+                                                   act_o);
+        const float h = bl_lstm_cell_activated_g<true>(act_i, act_f, act_g, act_o, &c);
         const bl_u32 qh = (bl_u32)bl_fx_quantise_h(h) & 0xffffu;
         const bl_u32 q_odd = __shfl_xor_sync(BL_FULL_MASK, qh, PAIR_OFFSET);
         if (cell_lane) {
