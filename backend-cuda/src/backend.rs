@@ -182,18 +182,25 @@ pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 /// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster, `1c2`, `1c4` or `1c8` for one window a
 /// 2-, 4- or 8-CTA cluster (the integer-pipe kernels), `auto` for the batch's pick.
 pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<FixedRecurrence> {
-    let id = match value.map(str::trim) {
-        Some("auto") => return Some(FixedRecurrence::Auto),
-        Some("8") => KernelId::RecurrenceFixed8,
-        Some("8c2") => KernelId::RecurrenceFixed8C2,
-        Some("8c4") => KernelId::RecurrenceFixed8C4,
-        Some("1c2") => KernelId::RecurrenceFixed1C2,
-        Some("1c4") => KernelId::RecurrenceFixed1C4,
-        Some("1c8") => KernelId::RecurrenceFixed1C8,
-        _ => return None,
-    };
-    Some(FixedRecurrence::Kernel(id))
+    let v = value?.trim();
+    if v == "auto" {
+        return Some(FixedRecurrence::Auto);
+    }
+    // A kernel's name is its entry point's tail: `bilstm_recurrence_fixed1c8` is `1c8`.
+    bilstm_kernels::ALL
+        .into_iter()
+        .filter(|id| id.is_fixed_point())
+        .find(|id| id.kernel().entry.strip_prefix(FIXED_ENTRY_PREFIX) == Some(v))
+        .map(FixedRecurrence::Kernel)
 }
+
+/// The part of every fixed-point recurrence's entry point before its [`FIXED_RECURRENCE_ENV`]
+/// name.
+const FIXED_ENTRY_PREFIX: &str = "bilstm_recurrence_fixed";
+
+/// The values [`FIXED_RECURRENCE_ENV`] and the test hook accept, as the hook's error lists them
+/// (a unit test checks the list against the kernels).
+pub(crate) const FIXED_RECURRENCE_NAMES: &str = "8, 8c2, 8c4, 1c2, 1c4, 1c8 or auto";
 
 /// What [`FIXED_RECURRENCE_ENV`] (or the test hook) asks TF32 passes of cluster plans to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -750,6 +757,16 @@ mod tests {
         assert_eq!(
             parse_fixed_recurrence(Some(" auto")),
             Some(FixedRecurrence::Auto)
+        );
+        // The hook's error lists exactly the names of the fixed-point kernels, then `auto`.
+        let names: Vec<&str> = bilstm_kernels::ALL
+            .into_iter()
+            .filter(|id| id.is_fixed_point())
+            .map(|id| id.kernel().entry.strip_prefix(FIXED_ENTRY_PREFIX).unwrap())
+            .collect();
+        assert_eq!(
+            FIXED_RECURRENCE_NAMES,
+            format!("{} or auto", names.join(", "))
         );
     }
 }

@@ -58,7 +58,7 @@ impl CudaBackend {
                     || CudaError::UnknownSetting {
                         setting: "fixed-point recurrence",
                         value: n.to_owned(),
-                        expected: "8, 8c2, 8c4, 1c2, 1c4, 1c8 or auto",
+                        expected: crate::backend::FIXED_RECURRENCE_NAMES,
                     },
                 )?),
             };

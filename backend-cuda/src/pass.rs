@@ -516,16 +516,39 @@ impl CudaBackend {
     fn fixed_recurrence_for(&self, tile: ProjectionTile, batch: usize) -> Option<KernelId> {
         match self.fixed_recurrence.filter(|_| tile.tf32_numerics())? {
             FixedRecurrence::Kernel(id) => Some(id),
-            FixedRecurrence::Auto => Some(
-                match bilstm_core::fixed::pick(batch, self.device.info.facts.sm_count as usize) {
-                    FixedPick::Simt { cluster_size: 8 } => KernelId::RecurrenceFixed1C8,
-                    FixedPick::Simt { cluster_size: 4 } => KernelId::RecurrenceFixed1C4,
-                    FixedPick::Simt { .. } => KernelId::RecurrenceFixed1C2,
-                    FixedPick::Tile => KernelId::RecurrenceFixed8,
-                },
-            ),
+            FixedRecurrence::Auto => Some(fixed_kernel_for(bilstm_core::fixed::pick(
+                batch,
+                self.device.info.facts.sm_count as usize,
+            ))),
         }
     }
+}
+
+/// The fixed-point kernel of an `auto` pick: the one-window integer-pipe kernel of that cluster
+/// size, or the 8-window tile kernel (`bilstm_recurrence_fixed8`, one CTA a tile), found by
+/// launch kind as [`cluster_kernel`] finds the planned ones (`fixed8` should a pick name a size
+/// no kernel has; the unit test below checks that none does).
+fn fixed_kernel_for(pick: FixedPick) -> KernelId {
+    let (size, windows) = match pick {
+        FixedPick::Simt { cluster_size } => (cluster_size, 1),
+        FixedPick::Tile => (1, bilstm_core::geometry::FIXED_WINDOWS),
+    };
+    find_cluster_kernel(size, windows, true).unwrap_or(KernelId::RecurrenceFixed8)
+}
+
+/// The kernel of [`bilstm_kernels::ALL`] launched as clusters of `size` CTAs running `windows`
+/// windows each, among the experimental fixed-point recurrences (`fixed_point`) or the others.
+fn find_cluster_kernel(size: usize, windows: usize, fixed_point: bool) -> Option<KernelId> {
+    bilstm_kernels::ALL
+        .into_iter()
+        .filter(|id| id.is_fixed_point() == fixed_point)
+        .find(|id| match id.kernel().launch {
+            bilstm_kernels::LaunchKind::Cluster {
+                size: s,
+                windows: w,
+            } => s as usize == size && w as usize == windows,
+            _ => false,
+        })
 }
 
 /// The cluster kernel of `size` CTAs per cluster running `windows` windows each: the entry of
@@ -535,27 +558,19 @@ impl CudaBackend {
 /// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those
 /// `bilstm_core::geometry::cluster_kernel_built` accepts).
 fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
-    bilstm_kernels::ALL
-        .into_iter()
-        // The experimental fixed-point recurrences are launched as clusters but are never
-        // planned (FIXED_RECURRENCE_ENV forces them).
-        .filter(|id| !id.is_fixed_point())
-        .find(|id| match id.kernel().launch {
-            bilstm_kernels::LaunchKind::Cluster {
-                size: s,
-                windows: w,
-            } => s as usize == size && w as usize == windows,
-            _ => false,
-        })
-        .ok_or_else(|| CudaError::Internal {
-            what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
-        })
+    // The experimental fixed-point recurrences are launched as clusters but are never planned
+    // (FIXED_RECURRENCE_ENV forces them).
+    find_cluster_kernel(size, windows, false).ok_or_else(|| CudaError::Internal {
+        what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::cluster_kernel;
+    use super::{cluster_kernel, find_cluster_kernel, fixed_kernel_for};
+    use bilstm_core::fixed::{FixedPick, pick};
     use bilstm_core::geometry::cluster_kernel_built;
+    use bilstm_kernels::KernelId;
     use bilstm_kernels::LaunchKind;
 
     /// Core's list of cluster shapes and the kernels built agree: every shape core may plan has
@@ -581,5 +596,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Every `auto` pick names a fixed-point kernel of exactly its launch (no fallback taken):
+    /// on the H200's 132 SMs and on smaller and larger GPUs, at every batch up to 2,048.
+    #[test]
+    fn every_auto_pick_has_its_fixed_point_kernel() {
+        for sms in [16, 46, 108, 132, 170] {
+            for batch in 1..=2048 {
+                let p = pick(batch, sms);
+                let (size, windows) = match p {
+                    FixedPick::Simt { cluster_size } => (cluster_size, 1),
+                    FixedPick::Tile => (1, bilstm_core::geometry::FIXED_WINDOWS),
+                };
+                let id = find_cluster_kernel(size, windows, true)
+                    .unwrap_or_else(|| panic!("{p:?} on {sms} SMs: no kernel"));
+                assert!(id.is_fixed_point());
+                assert_eq!(fixed_kernel_for(p), id);
+            }
+        }
+        assert_eq!(fixed_kernel_for(pick(1, 132)), KernelId::RecurrenceFixed1C8);
+        assert_eq!(
+            fixed_kernel_for(pick(12, 132)),
+            KernelId::RecurrenceFixed1C4
+        );
+        assert_eq!(
+            fixed_kernel_for(pick(33, 132)),
+            KernelId::RecurrenceFixed1C2
+        );
+        assert_eq!(fixed_kernel_for(pick(34, 132)), KernelId::RecurrenceFixed8);
     }
 }
