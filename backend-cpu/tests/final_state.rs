@@ -14,6 +14,7 @@ use bilstm_core::owned::{OwnedStack, random_input};
 use bilstm_core::reference::{forward_f64_with_state, relative_l2, workspace_len};
 use bilstm_core::{Backend, BackendConfig, CoreError, MathMode, StackShape};
 use bilstm_cpu::{CpuBackend, CpuError};
+use bilstm_test_support::assert_last_h_n_is_the_output;
 
 struct Run {
     out: Vec<f32>,
@@ -49,24 +50,6 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// The last layer's `h_n` against the output: forward at the last frame, reverse at frame 0.
-fn assert_last_layer_h_is_the_output(shape: &StackShape, batch: usize, r: &Run) {
-    let h = shape.hidden;
-    let last = shape.layers - 1;
-    for w in 0..batch {
-        for d in 0..2 {
-            let frame = if d == 0 { shape.frames - 1 } else { 0 };
-            let row = (w * shape.frames + frame) * shape.output_width() + d * h;
-            let at = ((2 * last + d) * batch + w) * h;
-            assert_eq!(
-                bits(&r.h_n[at..at + h]),
-                bits(&r.out[row..row + h]),
-                "window {w} direction {d}"
-            );
-        }
-    }
-}
-
 #[test]
 fn final_states_match_the_reference_and_the_output() {
     let stack = OwnedStack::random(&StackShape::pyannote().with_frames(40), 5, 0.3);
@@ -74,7 +57,7 @@ fn final_states_match_the_reference_and_the_output() {
     let batch = 3;
     let input = random_input(&shape, batch, 21);
     let r = run(&stack, 2, &input, batch);
-    assert_last_layer_h_is_the_output(&shape, batch, &r);
+    assert_last_h_n_is_the_output(&shape, batch, &r.out, &r.h_n, "CPU");
     let mut ws = vec![0.0f64; workspace_len(&shape, batch).unwrap()];
     let mut want = vec![0.0f64; shape.output_len(batch).unwrap()];
     let mut h_want = vec![0.0f64; shape.state_len(batch).unwrap()];

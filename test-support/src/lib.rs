@@ -21,6 +21,33 @@ pub fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|v| v.to_bits()).collect()
 }
 
+/// Asserts, bit for bit, that the last layer's final hidden states in `h_n` (the `Backend`
+/// state layout `[layers][2][batch][hidden]`) of `batch` windows of `shape` are the output `out`
+/// at each window's last step: the last frame forward, frame 0 reverse. `what` names the run in
+/// a failure.
+pub fn assert_last_h_n_is_the_output(
+    shape: &StackShape,
+    batch: usize,
+    out: &[f32],
+    h_n: &[f32],
+    what: &str,
+) {
+    let h = shape.hidden;
+    let last = shape.layers - 1;
+    for w in 0..batch {
+        for d in 0..2 {
+            let frame = if d == 0 { shape.frames - 1 } else { 0 };
+            let row = (w * shape.frames + frame) * shape.output_width() + d * h;
+            let at = ((2 * last + d) * batch + w) * h;
+            assert_eq!(
+                bits(&h_n[at..at + h]),
+                bits(&out[row..row + h]),
+                "{what}: h_n vs output, window {w} direction {d}"
+            );
+        }
+    }
+}
+
 /// An `.npy` file (format 1.0, numpy's layout: magic, version, header padded to 64 bytes
 /// ending in a newline, data) with the given dtype descriptor, order, shape text such as
 /// `"(2, 3, 4)"`, and raw data bytes.

@@ -177,20 +177,7 @@ pub fn assert_last_h_n_is_the_output(shape: &StackShape, batch: usize, r: &State
         r.h_n.iter().chain(&r.c_n).all(|v| v.is_finite()),
         "{what}: a state is not finite"
     );
-    let h = shape.hidden;
-    let last = shape.layers - 1;
-    for w in 0..batch {
-        for d in 0..2 {
-            let frame = if d == 0 { shape.frames - 1 } else { 0 };
-            let row = (w * shape.frames + frame) * shape.output_width() + d * h;
-            let at = ((2 * last + d) * batch + w) * h;
-            assert_same_bits(
-                &r.h_n[at..at + h],
-                &r.out[row..row + h],
-                &format!("{what}: h_n vs output, window {w} direction {d}"),
-            );
-        }
-    }
+    bilstm_test_support::assert_last_h_n_is_the_output(shape, batch, &r.out, &r.h_n, what);
 }
 
 /// Runs the first `batch` windows of `all` through the device-resident forward
