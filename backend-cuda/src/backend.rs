@@ -166,21 +166,24 @@ impl Drop for CudaBackend {
 /// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
-/// Experimental, for measurements only: set to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8` or `auto`,
-/// TF32 passes of cluster plans (compute capability 9.0) run a fixed-point recurrence
-/// (`numerics.cuh` section 9) instead of the plan's kernel: the tensor-core
-/// `bilstm_recurrence_fixed8` (8 windows a CTA), `fixed8c2` / `fixed8c4` (8 windows a 2- / 4-CTA
-/// cluster), or the integer-pipe `bilstm_recurrence_fixed1c2` / `fixed1c4` / `fixed1c8` (one
-/// window a 2- / 4- / 8-CTA cluster); `auto` picks one of them by batch
+/// Experimental, for measurements only: set to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`, `4`,
+/// `4c2`, `4c4`, `4c8` or `auto`, TF32 passes of cluster plans (compute capability 9.0) run a
+/// fixed-point recurrence (`numerics.cuh` section 9) instead of the plan's kernel: the
+/// tensor-core `bilstm_recurrence_fixed8` (8 windows a CTA), `fixed8c2` / `fixed8c4` (8 windows
+/// a 2- / 4-CTA cluster), the integer-pipe `bilstm_recurrence_fixed1c2` / `fixed1c4` /
+/// `fixed1c8` (one window a 2- / 4- / 8-CTA cluster), or the tensor-core 4-window tiles
+/// `bilstm_recurrence_fixed4` (one CTA) / `fixed4c2` / `fixed4c4` / `fixed4c8` (2- / 4- / 8-CTA
+/// clusters); `auto` picks one of the first six by batch
 /// (`bilstm_core::fixed::pick`: the largest integer-pipe cluster that runs the batch in one wave
-/// on its share of the SMs, else `fixed8`). Their bits are their own (the same in all six kernels
+/// on its share of the SMs, else `fixed8`). Their bits are their own (the same in all ten kernels
 /// and at every batch) and differ from TF32 mode's other kernels', so plans never pick them; any
 /// other value (or none) leaves the plan's kernel.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
 /// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster, `1c2`, `1c4` or `1c8` for one window a
-/// 2-, 4- or 8-CTA cluster (the integer-pipe kernels), `auto` for the batch's pick.
+/// 2-, 4- or 8-CTA cluster (the integer-pipe kernels), `4`, `4c2`, `4c4` or `4c8` for 4 windows
+/// a CTA or a 2-, 4- or 8-CTA cluster, `auto` for the batch's pick.
 pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<FixedRecurrence> {
     let v = value?.trim();
     if v == "auto" {
@@ -201,7 +204,8 @@ const FIXED_ENTRY_PREFIX: &str = "bilstm_recurrence_fixed";
 /// The values [`FIXED_RECURRENCE_ENV`] and the test hook accept, as the hook's error lists them
 /// (a unit test checks the list against the kernels). Only the test hook reports it.
 #[cfg(any(test, feature = "test-hooks"))]
-pub(crate) const FIXED_RECURRENCE_NAMES: &str = "8, 8c2, 8c4, 1c2, 1c4, 1c8 or auto";
+pub(crate) const FIXED_RECURRENCE_NAMES: &str =
+    "8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8 or auto";
 
 /// What [`FIXED_RECURRENCE_ENV`] (or the test hook) asks TF32 passes of cluster plans to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -717,7 +721,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_recurrence_switch_names_its_six_kernels_or_auto_else_nothing() {
+    fn the_fixed_recurrence_switch_names_its_ten_kernels_or_auto_else_nothing() {
         let fixed = bilstm_core::geometry::FIXED_THREADS;
         let tile = bilstm_core::geometry::FIXED_WINDOWS as u32;
         // (value, kernel, CTAs a cluster, threads a CTA, windows a cluster)
@@ -728,6 +732,10 @@ mod tests {
             ("1c2", KernelId::RecurrenceFixed1C2, 2, 256, 1),
             ("1c4", KernelId::RecurrenceFixed1C4, 4, 256, 1),
             ("1c8", KernelId::RecurrenceFixed1C8, 8, 128, 1),
+            ("4", KernelId::RecurrenceFixed4, 1, fixed, 4),
+            ("4c2", KernelId::RecurrenceFixed4C2, 2, fixed / 2, 4),
+            ("4c4", KernelId::RecurrenceFixed4C4, 4, fixed / 4, 4),
+            ("4c8", KernelId::RecurrenceFixed4C8, 8, fixed / 8, 4),
         ] {
             assert_eq!(
                 parse_fixed_recurrence(Some(value)),
@@ -749,6 +757,7 @@ mod tests {
             Some("0"),
             Some("16"),
             Some("8c8"),
+            Some("4c16"),
             Some("1c16"),
             Some("on"),
             Some("AUTO"),

@@ -35,8 +35,11 @@ fn no_fixed_recurrence_here() -> bool {
 }
 
 /// Every fixed-point kernel by its hook name: 8 windows a CTA, a 2- and a 4-CTA cluster (tensor
-/// cores); one window a 2-, 4- and 8-CTA cluster (integer pipe); and `auto`, the pick by batch.
-const KERNELS: [&str; 7] = ["8", "8c2", "8c4", "1c2", "1c4", "1c8", "auto"];
+/// cores); one window a 2-, 4- and 8-CTA cluster (integer pipe); 4 windows a CTA, a 2-, 4- and
+/// 8-CTA cluster (tensor cores, the byte planes as columns); and `auto`, the pick by batch.
+const KERNELS: [&str; 11] = [
+    "8", "8c2", "8c4", "1c2", "1c4", "1c8", "4", "4c2", "4c4", "4c8", "auto",
+];
 
 /// A TF32 backend (the plan's own kernels otherwise) whose TF32 passes run the fixed-point
 /// recurrence named `name`.
@@ -49,14 +52,14 @@ fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBacken
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn only_the_six_kernels_and_auto_are_named() {
+fn only_the_ten_kernels_and_auto_are_named() {
     let mut b = gpu();
-    for bad in ["", "4", "16", "32", "8c8", "1c16", "fixed8", "Auto"] {
+    for bad in ["", "2", "16", "32", "8c8", "1c16", "4c16", "fixed8", "Auto"] {
         let e = b.set_fixed_recurrence(Some(bad)).expect_err("refused");
         assert_eq!(
             e.to_string(),
             format!(
-                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8 or auto)"
+                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8 or auto)"
             )
         );
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
@@ -274,6 +277,9 @@ fn a_lost_partner_ends_the_cluster_kernels_in_partner_lost() {
         ("1c2", 2, "bilstm_recurrence_fixed1c2"),
         ("1c4", 4, "bilstm_recurrence_fixed1c4"),
         ("1c8", 8, "bilstm_recurrence_fixed1c8"),
+        ("4c2", 2, "bilstm_recurrence_fixed4c2"),
+        ("4c4", 4, "bilstm_recurrence_fixed4c4"),
+        ("4c8", 8, "bilstm_recurrence_fixed4c8"),
     ] {
         let mut b = fixed_backend(&shape, batch, name);
         // CTA x of a layer's launch is rank x % size of cluster x / size, whose direction is

@@ -1621,6 +1621,314 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
     }
 }
 
+// d = c + the sum of the four byte products of a and b, signedness per operand (exact).
+#define BL_FX_DP4A(NAME, AT, BT)                                                            \
+    __device__ __forceinline__ int NAME(bl_u32 a, bl_u32 b, int c) {                       \
+        int d;                                                                               \
+        asm("dp4a." AT "." BT " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));       \
+        return d;                                                                            \
+    }
+BL_FX_DP4A(bl_fx_dp4a_ss, "s32", "s32")
+BL_FX_DP4A(bl_fx_dp4a_su, "s32", "u32")
+BL_FX_DP4A(bl_fx_dp4a_us, "u32", "s32")
+BL_FX_DP4A(bl_fx_dp4a_uu, "u32", "u32")
+#undef BL_FX_DP4A
+
+// ---- The fixed-point tensor-core recurrence of 4-window tiles (bilstm_recurrence_fixed4*; experimental) ----
+// numerics.cuh section 9 (the same bits as fixed8 and fixed1c*) on the tensor cores for small
+// and middle batches: a tile of W = 4 windows a cluster of S CTAs (fixed4: S = 1, fixed4c2 /
+// 4c4 / 4c8: S = 2 / 4 / 8), BILSTM_FIXED_THREADS / S threads a CTA, 8 units a warp. The MMA's
+// 8 columns are the tile's (window, plane) pairs: column 2 w + p holds plane p of window w's
+// q_h, p = 0 the signed high byte h1, p = 1 the low byte h0 stored as h0 - 128 (a signed byte:
+// h0 ^ 0x80), so that one s8 x s8 and one u8 x s8 m16n8k32 per k chunk and m16 tile give all
+// four byte products (fixed8 needs four for its 8 windows: the same tensor work a window). The
+// low plane's offset comes back exactly: sum q1 h0 = D + 128 sum q1 and sum q0 h0 = D + 128
+// sum q0, so T = B 2^8 + C adds the row's constant 2^15 sum q1 + 2^7 sum q0 (modulo 2^32,
+// computed at entry).
+// Launch contract (the file's, with these differences): grid (2 * ceil(batch / 4) * S, 1, 1)
+// with the cluster dimension (S, 1, 1); cluster x = blockIdx.x / S runs windows (x / 2) 4 ..
+// (x / 2) 4 + 3 that exist in direction x % 2; block (BILSTM_FIXED_THREADS / S, 1, 1); no
+// dynamic shared memory, static bl_fx4_shared (two slots of [window][plane][unit] bytes and two
+// mbarriers: 2,064 bytes). TF32 mode only (tf32_numerics nonzero, else a trap); out_tf32
+// honoured; final states as the other kernels; progress reported once, after the last step.
+// S = 1: one block barrier a step, nothing waits on another CTA (stall_cta ignored). S > 1:
+// per step and valid window, the lanes of each warp gather their 8 units' bytes of each plane
+// into 8 bytes and push them with st.async into every CTA of the cluster; each CTA waits,
+// bounded by spin_timeout_ns, for the step's 256 bytes a valid window on its own mbarrier (a lost
+// partner: error words as the other cluster kernels; stall_cta never pushes). Windows past the
+// batch are neither pushed nor stored (their columns stay zero bytes in shared memory).
+// Thread mapping: warp w of CTA rank r owns units u0 = 128 r / S + 8 w .. u0 + 7 as two m16
+// tiles of gate rows: tile t row j < 8 is gate j / 4 (i, f) of unit u0 + 4 t + j % 4, row
+// j >= 8 gate 2 + (j - 8) / 4 (g, o) of the same unit. The k order inside the fragments is a
+// permutation (the sums are exact in any order): fragment k 4 tig + i of chunk kc is unit
+// 32 tig + 8 kc + i, fragment k 16 + 4 tig + i unit 32 tig + 8 kc + 4 + i, so that lane (gid,
+// tig) reads its B operand as 32 contiguous bytes (two 16-byte loads a step) and its R row
+// entries as 8 float4 at entry. After the products lane (gid, tig) holds rows gid and gid + 8
+// of both tiles for window tig: lanes gid < 4 keep tile 0 and lanes gid >= 4 tile 1, swapping
+// the other two gates with lane ^ 16, so that lane (gid, tig) runs the cell of unit u0 + gid
+// in window tig.
+constexpr int BL_FX4_WINDOWS = BILSTM_FIXED4_WINDOWS;
+static_assert(BL_FX4_WINDOWS == 4, "the 8 MMA columns are 4 windows x 2 byte planes");
+struct __align__(16) bl_fx4_shared {
+    unsigned char h[2][BL_FX4_WINDOWS][2][BILSTM_HIDDEN];  // [slot][window][plane: h1, h0 - 128][unit]
+    bl_u64 bar[2];
+};
+
+// Pushes two words to shared::cluster address `dst` (8-byte aligned), completing 8 bytes on
+// mbarrier `bar` (a shared::cluster address in the same CTA as dst).
+__device__ __forceinline__ void bl_cl_push2(bl_u32 dst, bl_u32 lo, bl_u32 hi, bl_u32 bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];"
+                 :
+                 : "r"(dst), "r"(lo), "r"(hi), "r"(bar)
+                 : "memory");
+}
+
+template <int S>
+__device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster_params& p) {
+    constexpr int W = BL_FX4_WINDOWS;
+    constexpr int UNITS = BILSTM_HIDDEN / S;
+    static_assert(S == 1 || S == 2 || S == 4 || S == 8, "clusters of 1, 2, 4 or 8 CTAs");
+    static_assert(UNITS % 8 == 0 && BILSTM_FIXED_THREADS / S == 4 * UNITS, "a warp of 32 lanes a block of 8 units");
+    auto& sh = bl_cl_static_shared<bl_fx4_shared>();
+    const bl_u32 cluster = blockIdx.x / (bl_u32)S;
+    const bl_u32 rank = S == 1 ? 0u : bl_cl_rank();
+    const bl_u32 direction = cluster % 2u;
+    const bl_u32 first_window = (cluster / 2u) * (bl_u32)W;
+    if (first_window >= p.batch) {
+        return;  // never with the documented grid; the whole cluster leaves before any barrier
+    }
+    const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
+    const int tid = threadIdx.x;
+    const int warp = tid / BILSTM_WARP_THREADS;
+    const int lane = tid % BILSTM_WARP_THREADS;
+    const int gid = lane >> 2;
+    const int tig = lane & 3;
+    const bl_u32 frames = p.frames;
+    const bool stalled = p.stall_cta == (int)blockIdx.x;
+    const float* recurrent = direction == 0 ? p.recurrent[0] : p.recurrent[1];
+    const float* proj = direction == 0 ? p.proj[0] : p.proj[1];
+    const float* bias_in = direction == 0 ? p.bias[0] : p.bias[1];
+    const bl_u32 u0 = rank * (bl_u32)UNITS + (bl_u32)(8 * warp);
+    const bl_u32 unit = u0 + (bl_u32)gid;  // this lane's cell
+
+    // R as A fragments a[t][kc][plane][reg] (registers 0 / 1: rows gid / gid + 8 at fragment k
+    // 4 tig .. + 3; 2 / 3: at 16 + 4 tig .. + 3), each row's scale and offset constant.
+    bl_u32 a[2][4][2][4];
+    float scale[2][2];
+    bl_u32 offset[2][2];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int gate = half == 0 ? gid / 4 : 2 + gid / 4;
+            const bl_u32 row = (u0 + (bl_u32)(4 * t + gid % 4)) * BILSTM_GATES + (bl_u32)gate;
+            const float4* src = reinterpret_cast<const float4*>(recurrent + (bl_u64)row * BILSTM_HIDDEN + 32 * tig);
+            float v[8][4];
+            float m = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const float4 x = __ldg(src + q);
+                v[q][0] = x.x;
+                v[q][1] = x.y;
+                v[q][2] = x.z;
+                v[q][3] = x.w;
+                m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+            }
+            // The row's largest magnitude: its four tig lanes hold 32 terms each.
+            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
+            const int e = bl_fx_row_exponent(m);
+            scale[t][half] = bl_fx_scale(e);
+            const float up = bl_fx_up(e);
+            int sum_hi = 0;
+            int sum_lo = 0;
+#pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+#pragma unroll
+                for (int part = 0; part < 2; ++part) {
+                    bl_u32 hi;
+                    bl_u32 lo;
+                    bl_fx_pack4(v[2 * kc + part], up, hi, lo);
+                    a[t][kc][0][2 * part + half] = hi;
+                    a[t][kc][1][2 * part + half] = lo;
+                    sum_hi = bl_fx_dp4a_ss(hi, 0x01010101u, sum_hi);
+                    sum_lo = bl_fx_dp4a_uu(lo, 0x01010101u, sum_lo);
+                }
+            }
+            sum_hi += __shfl_xor_sync(BL_FULL_MASK, sum_hi, 1);
+            sum_hi += __shfl_xor_sync(BL_FULL_MASK, sum_hi, 2);
+            sum_lo += __shfl_xor_sync(BL_FULL_MASK, sum_lo, 1);
+            sum_lo += __shfl_xor_sync(BL_FULL_MASK, sum_lo, 2);
+            offset[t][half] = (bl_u32)sum_hi * 32768u + (bl_u32)sum_lo * 128u;
+        }
+    }
+
+    const float4 bias = __ldg(reinterpret_cast<const float4*>(bias_in) + unit);
+    // This lane's cell: window tig of the tile (a copy of the last real window where that one
+    // does not exist, computed and never stored or pushed).
+    const bool real = (bl_u32)tig < valid;
+    const bl_u64 window_row = (bl_u64)(first_window + (real ? (bl_u32)tig : valid - 1u)) * frames;
+    const float4* gates_at = reinterpret_cast<const float4*>(proj) + unit;
+    float4 gin_next;
+    {
+        const bl_u32 frame0 = direction == 0 ? 0u : frames - 1u;
+        gin_next = frames > 0 ? __ldg(gates_at + (window_row + frame0) * (BILSTM_GATE_ROWS / 4)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float c = 0.0f;
+    float h_last = 0.0f;
+
+    constexpr bl_u32 SLOT = (bl_u32)(W * 2 * BILSTM_HIDDEN);
+    const bl_u32 h_base = bl_cl_smem(&sh.h[0][0][0][0]);
+    // This lane's B operand: column gid = (window gid / 2, plane gid % 2), units 32 tig .. + 31.
+    const bl_u32 ld_off = (bl_u32)((gid >> 1) * 2 * BILSTM_HIDDEN + (gid & 1) * BILSTM_HIDDEN + 32 * tig);
+    const bl_u32 bar0 = bl_cl_smem(&sh.bar[0]);
+    // Windows past the batch keep zero bytes (never pushed, never read for a stored output).
+    for (int i = tid; i < (int)(2 * SLOT / 4); i += BILSTM_FIXED_THREADS / S) {
+        reinterpret_cast<bl_u32*>(&sh.h[0][0][0][0])[i] = 0u;
+    }
+    if constexpr (S > 1) {
+        bl_cl_init_step_barriers(tid, bar0);
+        bl_cl_cluster_sync();
+    } else {
+        __syncthreads();
+    }
+    // Bytes pushed into each CTA a step: both planes of every unit of every valid window.
+    const bl_u32 step_bytes = valid * (bl_u32)(2 * BILSTM_HIDDEN);
+    // The pushers (S > 1): lane gid 0 of each tig sends the high plane's 8 bytes of the warp's
+    // units, lane gid 4 the low plane's, for window tig.
+    const bool pusher = (gid & 3) == 0 && real && !stalled;
+    const bl_u32 push_off = (bl_u32)(tig * 2 * BILSTM_HIDDEN + (gid >> 2) * BILSTM_HIDDEN) + u0;
+    bool aborted = false;
+    bool timed_out = false;
+
+    bl_u32 step = 0;
+    for (; step < frames; ++step) {
+        const bl_u32 frame = direction == 0 ? step : frames - 1u - step;
+        // Slots and their order as bl_recurrence_fixed's.
+        const bl_u32 from = h_base + ((step + 1u) & 1u) * SLOT;
+        const bl_u32 to = h_base + (step & 1u) * SLOT;
+        if constexpr (S > 1) {
+            if (tid == 0) {
+                bl_mbar_arrive_expect(bar0 + 8u * (step & 1u), step_bytes);
+            }
+            if (step > 0) {
+                const bool ok = bl_cl_wait(bar0 + 8u * ((step - 1u) & 1u), ((step - 1u) >> 1) & 1u,
+                                           p.spin_timeout_ns, p.error, &timed_out);
+                if (__any_sync(BL_FULL_MASK, !ok)) {
+                    aborted = true;
+                    break;
+                }
+            }
+        }
+        const float4 gin = gin_next;
+        if (step + 1u < frames) {
+            const bl_u32 next = direction == 0 ? step + 1u : frames - 2u - step;
+            gin_next = __ldg(gates_at + (window_row + next) * (BILSTM_GATE_ROWS / 4));
+        }
+        float dot[2][2];  // [tile][half]
+        if (step == 0) {
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+                dot[t][0] = 0.0f;
+                dot[t][1] = 0.0f;
+            }
+        } else {
+            const uint4 x0 = *reinterpret_cast<const uint4*>(&sh.h[0][0][0][0] + (from - h_base) + ld_off);
+            const uint4 x1 = *reinterpret_cast<const uint4*>(&sh.h[0][0][0][0] + (from - h_base) + ld_off + 16);
+            const bl_u32 b[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+            int dh[2][4];
+            int dl[2][4];
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    dh[t][i] = 0;
+                    dl[t][i] = 0;
+                }
+            }
+#pragma unroll
+            for (int kc = 0; kc < 4; ++kc) {
+#pragma unroll
+                for (int t = 0; t < 2; ++t) {
+                    bl_fx_mma_ss(dh[t], a[t][kc][0], b[2 * kc], b[2 * kc + 1]);
+                    bl_fx_mma_us(dl[t], a[t][kc][1], b[2 * kc], b[2 * kc + 1]);
+                }
+            }
+            // Element 2 half + 0: (row, high plane), + 1: (row, low plane - 128) of window tig.
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const bl_u32 tt = ((bl_u32)dh[t][2 * half + 1] + (bl_u32)dl[t][2 * half]) * 256u +
+                                      (bl_u32)dl[t][2 * half + 1] + offset[t][half];
+                    dot[t][half] = bl_fx_dot_t(dh[t][2 * half], (int)tt, scale[t][half]);
+                }
+            }
+        }
+        // Lanes gid < 4 hold gates (i, g) of both tiles' unit gid % 4, lanes gid >= 4 (f, o):
+        // the low lanes keep tile 0, the high lanes tile 1.
+        const bool low = gid < 4;
+        const float send0 = low ? dot[1][0] : dot[0][0];
+        const float send1 = low ? dot[1][1] : dot[0][1];
+        const float got0 = __shfl_xor_sync(BL_FULL_MASK, send0, 16);
+        const float got1 = __shfl_xor_sync(BL_FULL_MASK, send1, 16);
+        const float di = low ? dot[0][0] : got0;
+        const float dg = low ? dot[0][1] : got1;
+        const float df = low ? got0 : dot[1][0];
+        const float d_o = low ? got1 : dot[1][1];
+        const float h = bl_lstm_cell_g<true>(bl_preactivation(gin.x, di, bias.x), bl_preactivation(gin.y, df, bias.y),
+                                             bl_preactivation(gin.z, dg, bias.z), bl_preactivation(gin.w, d_o, bias.w),
+                                             &c);
+        h_last = h;
+        if (real) {
+            p.out[(window_row + frame) * (2 * BILSTM_HIDDEN) + direction * BILSTM_HIDDEN + unit] =
+                bl_output_value(h, p.out_tf32);
+        }
+        const int q = bl_fx_quantise_h(h);
+        const bl_u32 hb = (bl_u32)(q >> 8) & 0xffu;
+        const bl_u32 lb = ((bl_u32)q & 0xffu) ^ 0x80u;
+        if constexpr (S == 1) {
+            const bl_u32 dst = to + (bl_u32)(tig * 2 * BILSTM_HIDDEN) + unit;
+            bl_fx_st8(dst, hb);
+            bl_fx_st8(dst + BILSTM_HIDDEN, lb);
+            __syncthreads();
+        } else {
+            // Gather the 8 units' bytes of window tig (lanes 4 gid + tig): pairs, quads, then
+            // the high plane to lane gid 0 and the low plane to lane gid 4.
+            const bl_u32 v = hb | (lb << 16);
+            const bl_u32 u = __shfl_xor_sync(BL_FULL_MASK, v, 4);
+            const bl_u32 x = (gid & 1) == 0 ? (v | (u << 8)) : (u | (v << 8));  // h1 g, g+1, h0 g, g+1
+            const bl_u32 y = __shfl_xor_sync(BL_FULL_MASK, x, 8);
+            const bl_u32 first = (gid & 2) == 0 ? x : y;
+            const bl_u32 second = (gid & 2) == 0 ? y : x;
+            const bl_u32 hi4 = __byte_perm(first, second, 0x5410);  // h1 of units 4 (gid / 4) .. + 3
+            const bl_u32 lo4 = __byte_perm(first, second, 0x7632);  // h0 - 128 of the same
+            const bl_u32 got = __shfl_xor_sync(BL_FULL_MASK, low ? lo4 : hi4, 16);
+            if (pusher) {
+                const bl_u32 w0 = low ? hi4 : got;
+                const bl_u32 w1 = low ? got : lo4;
+                const bl_u32 dst = to + push_off;
+                const bl_u32 done = bar0 + 8u * (step & 1u);
+#pragma unroll
+                for (int r = 0; r < S; ++r) {
+                    bl_cl_push2(bl_cl_mapa(dst, (bl_u32)r), w0, w1, bl_cl_mapa(done, (bl_u32)r));
+                }
+            }
+        }
+    }
+    if (!aborted && frames > 0 && real) {
+        bl_store_final_state(p.state_h, p.state_c, direction, p.batch, first_window + (bl_u32)tig, unit, h_last, c);
+    }
+    if constexpr (S > 1) {
+        bl_fx_leave_cluster(p, tid, bar0, direction, step, frames, timed_out, aborted);
+    } else {
+        __syncthreads();
+    }
+    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
+        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
+    }
+}
+
 // ---- The SIMT fixed-point recurrence (bilstm_recurrence_fixed1c2 / 1c4 / 1c8; experimental) ----
 // numerics.cuh section 9 on the integer pipe, for small batches: the one-window cluster kernels'
 // structure (bl_recurrence_cluster<S, 1, true>: S CTAs of BILSTM_CLUSTER_THREADS threads per
@@ -1651,19 +1959,6 @@ struct __align__(16) bl_fx1_shared {
 __device__ __forceinline__ bl_u32 bl_fx1_index(bl_u32 u) {
     return 64u * ((u % 16u) / 8u) + 8u * (u / 16u) + u % 8u;
 }
-
-// d = c + the sum of the four byte products of a and b, signedness per operand (exact).
-#define BL_FX_DP4A(NAME, AT, BT)                                                            \
-    __device__ __forceinline__ int NAME(bl_u32 a, bl_u32 b, int c) {                       \
-        int d;                                                                               \
-        asm("dp4a." AT "." BT " %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));       \
-        return d;                                                                            \
-    }
-BL_FX_DP4A(bl_fx_dp4a_ss, "s32", "s32")
-BL_FX_DP4A(bl_fx_dp4a_su, "s32", "u32")
-BL_FX_DP4A(bl_fx_dp4a_us, "u32", "s32")
-BL_FX_DP4A(bl_fx_dp4a_uu, "u32", "u32")
-#undef BL_FX_DP4A
 
 // One transpose-reduce level (bl_cl_reduce_level's pattern) over the pairs (A, T) of N live rows.
 template <int ROWS, int N, int OFFSET>
@@ -1886,6 +2181,13 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
         }                                    \
         bl_recurrence_fixed_simt<S, T>(p);   \
     } while (0)
+#define BL_FX4_BODY(S)                       \
+    do {                                     \
+        if (p.tf32_numerics == 0u) {         \
+            asm volatile("trap;");           \
+        }                                    \
+        bl_recurrence_fixed4<S>(p);          \
+    } while (0)
 
 // Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
 // BODY<ARGS..., FAST>(p), so that each step loop is compiled for one of them and carries no
@@ -1934,6 +2236,7 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
         asm volatile("trap;"); \
     } while (0)
 #define BL_FX1_BODY(S, T) BL_FX_BODY(S)
+#define BL_FX4_BODY(S) BL_FX_BODY(S)
 #endif  // __CUDA_ARCH__ >= 900
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
@@ -1994,4 +2297,24 @@ extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 2)
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS / 2, 4)
     bilstm_recurrence_fixed1c8(const bl_recurrence_cluster_params p) {
     BL_FX1_BODY(8, BILSTM_CLUSTER_THREADS / 2);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS, 1)
+    bilstm_recurrence_fixed4(const bl_recurrence_cluster_params p) {
+    BL_FX4_BODY(1);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 2, 1)
+    bilstm_recurrence_fixed4c2(const bl_recurrence_cluster_params p) {
+    BL_FX4_BODY(2);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 4, 1)
+    bilstm_recurrence_fixed4c4(const bl_recurrence_cluster_params p) {
+    BL_FX4_BODY(4);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 8, 1)
+    bilstm_recurrence_fixed4c8(const bl_recurrence_cluster_params p) {
+    BL_FX4_BODY(8);
 }

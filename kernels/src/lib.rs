@@ -86,6 +86,16 @@ pub enum KernelId {
     /// `bilstm_recurrence_fixed1c8`: [`KernelId::RecurrenceFixed1C2`] over 8-CTA clusters of
     /// half the threads.
     RecurrenceFixed1C8,
+    /// `bilstm_recurrence_fixed4` (`recurrence_cluster.cu`): the fixed-point recurrence on the
+    /// tensor cores for tiles of 4 windows, the MMA's columns each window's two byte planes of h
+    /// (TF32 mode only; compute capability 9.0 and later).
+    RecurrenceFixed4,
+    /// `bilstm_recurrence_fixed4c2`: [`KernelId::RecurrenceFixed4`] split over 2-CTA clusters.
+    RecurrenceFixed4C2,
+    /// `bilstm_recurrence_fixed4c4`: [`KernelId::RecurrenceFixed4`] split over 4-CTA clusters.
+    RecurrenceFixed4C4,
+    /// `bilstm_recurrence_fixed4c8`: [`KernelId::RecurrenceFixed4`] split over 8-CTA clusters.
+    RecurrenceFixed4C8,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
@@ -108,7 +118,7 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 24] = [
+pub const ALL: [KernelId; 28] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -127,6 +137,10 @@ pub const ALL: [KernelId; 24] = [
     KernelId::RecurrenceFixed1C2,
     KernelId::RecurrenceFixed1C4,
     KernelId::RecurrenceFixed1C8,
+    KernelId::RecurrenceFixed4,
+    KernelId::RecurrenceFixed4C2,
+    KernelId::RecurrenceFixed4C4,
+    KernelId::RecurrenceFixed4C8,
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
@@ -482,6 +496,52 @@ pub const RECURRENCE_FIXED1C8: Kernel = Kernel {
 
 /// A fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
 /// `FIXED_THREADS / size` threads running `FIXED_WINDOWS` windows each.
+/// `bilstm_recurrence_fixed4` (experimental, never planned): the fixed-point recurrence
+/// (`numerics.cuh` section 9, the same bits as [`RECURRENCE_FIXED8`]) on the tensor cores for
+/// tiles of 4 windows: the `mma.m16n8k32` columns are each window's two byte planes of h (the
+/// low byte stored less 128, a signed byte; the row's constant added back exactly), so one s8
+/// and one u8 product a k chunk and m16 tile give all four byte products. One CTA of
+/// `FIXED_THREADS` (512) threads per tile and direction (launched as clusters of one CTA), grid
+/// `2 * ceil(batch / 4)` CTAs, no dynamic shared memory, [`params::RecurrenceClusterParams`]
+/// (`tf32_numerics` must be set; `out_tf32` honoured). Nothing waits on another CTA. Compute
+/// capability 9.0 or later.
+pub const RECURRENCE_FIXED4: Kernel =
+    fixed4_kernel(KernelId::RecurrenceFixed4, "bilstm_recurrence_fixed4", 1);
+
+/// `bilstm_recurrence_fixed4c2`: [`RECURRENCE_FIXED4`] with each tile's units split over a
+/// 2-CTA cluster (`FIXED_THREADS / 2` threads a CTA), each warp gathering its 8 units' bytes of
+/// each plane and valid window into 8 bytes and pushing them into every CTA with `st.async`,
+/// waiting (bounded, as [`RECURRENCE_CLUSTER2`]) on its mbarrier; grid `2 * ceil(batch / 4) * 2`
+/// CTAs. The same bits.
+pub const RECURRENCE_FIXED4C2: Kernel = fixed4_kernel(
+    KernelId::RecurrenceFixed4C2,
+    "bilstm_recurrence_fixed4c2",
+    2,
+);
+
+/// `bilstm_recurrence_fixed4c4`: [`RECURRENCE_FIXED4C2`] with 4-CTA clusters
+/// (`FIXED_THREADS / 4` threads a CTA); grid `2 * ceil(batch / 4) * 4` CTAs.
+pub const RECURRENCE_FIXED4C4: Kernel = fixed4_kernel(
+    KernelId::RecurrenceFixed4C4,
+    "bilstm_recurrence_fixed4c4",
+    4,
+);
+
+/// `bilstm_recurrence_fixed4c8`: [`RECURRENCE_FIXED4C2`] with 8-CTA clusters
+/// (`FIXED_THREADS / 8` threads a CTA); grid `2 * ceil(batch / 4) * 8` CTAs.
+pub const RECURRENCE_FIXED4C8: Kernel = fixed4_kernel(
+    KernelId::RecurrenceFixed4C8,
+    "bilstm_recurrence_fixed4c8",
+    8,
+);
+
+const fn fixed4_kernel(id: KernelId, entry: &'static str, size: u32) -> Kernel {
+    Kernel {
+        block_threads: geometry::FIXED_THREADS as u32 / size,
+        ..cluster_kernel(id, entry, size, geometry::FIXED4_WINDOWS as u32, 0)
+    }
+}
+
 const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32) -> Kernel {
     Kernel {
         block_threads: geometry::FIXED_THREADS as u32 / size,
@@ -609,6 +669,10 @@ impl KernelId {
                 | KernelId::RecurrenceFixed1C2
                 | KernelId::RecurrenceFixed1C4
                 | KernelId::RecurrenceFixed1C8
+                | KernelId::RecurrenceFixed4
+                | KernelId::RecurrenceFixed4C2
+                | KernelId::RecurrenceFixed4C4
+                | KernelId::RecurrenceFixed4C8
         )
     }
 
@@ -633,6 +697,10 @@ impl KernelId {
             KernelId::RecurrenceFixed1C2 => &RECURRENCE_FIXED1C2,
             KernelId::RecurrenceFixed1C4 => &RECURRENCE_FIXED1C4,
             KernelId::RecurrenceFixed1C8 => &RECURRENCE_FIXED1C8,
+            KernelId::RecurrenceFixed4 => &RECURRENCE_FIXED4,
+            KernelId::RecurrenceFixed4C2 => &RECURRENCE_FIXED4C2,
+            KernelId::RecurrenceFixed4C4 => &RECURRENCE_FIXED4C4,
+            KernelId::RecurrenceFixed4C8 => &RECURRENCE_FIXED4C8,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
@@ -663,6 +731,10 @@ impl KernelId {
             KernelId::RecurrenceFixed1C2 => "recurrence_fixed1c2",
             KernelId::RecurrenceFixed1C4 => "recurrence_fixed1c4",
             KernelId::RecurrenceFixed1C8 => "recurrence_fixed1c8",
+            KernelId::RecurrenceFixed4 => "recurrence_fixed4",
+            KernelId::RecurrenceFixed4C2 => "recurrence_fixed4c2",
+            KernelId::RecurrenceFixed4C4 => "recurrence_fixed4c4",
+            KernelId::RecurrenceFixed4C8 => "recurrence_fixed4c8",
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",
