@@ -525,12 +525,14 @@ impl CudaBackend {
 }
 
 /// The fixed-point kernel of an `auto` pick: the one-window integer-pipe kernel of that cluster
-/// size, or the 8-window tile kernel (`bilstm_recurrence_fixed8`, one CTA a tile), found by
+/// size, the 4-window tensor-core kernel of that cluster size, or the 8-window tile kernel
+/// (`bilstm_recurrence_fixed8`, one CTA a tile), found by
 /// launch kind as [`cluster_kernel`] finds the planned ones (`fixed8` should a pick name a size
 /// no kernel has; the unit test below checks that none does).
 fn fixed_kernel_for(pick: FixedPick) -> KernelId {
     let (size, windows) = match pick {
         FixedPick::Simt { cluster_size } => (cluster_size, 1),
+        FixedPick::Quad { cluster_size } => (cluster_size, bilstm_core::geometry::FIXED4_WINDOWS),
         FixedPick::Tile => (1, bilstm_core::geometry::FIXED_WINDOWS),
     };
     find_cluster_kernel(size, windows, true).unwrap_or(KernelId::RecurrenceFixed8)
@@ -607,6 +609,9 @@ mod tests {
                 let p = pick(batch, sms);
                 let (size, windows) = match p {
                     FixedPick::Simt { cluster_size } => (cluster_size, 1),
+                    FixedPick::Quad { cluster_size } => {
+                        (cluster_size, bilstm_core::geometry::FIXED4_WINDOWS)
+                    }
                     FixedPick::Tile => (1, bilstm_core::geometry::FIXED_WINDOWS),
                 };
                 let id = find_cluster_kernel(size, windows, true)
@@ -624,6 +629,18 @@ mod tests {
             fixed_kernel_for(pick(33, 132)),
             KernelId::RecurrenceFixed1C2
         );
-        assert_eq!(fixed_kernel_for(pick(34, 132)), KernelId::RecurrenceFixed8);
+        assert_eq!(
+            fixed_kernel_for(pick(34, 132)),
+            KernelId::RecurrenceFixed4C4
+        );
+        assert_eq!(
+            fixed_kernel_for(pick(64, 132)),
+            KernelId::RecurrenceFixed4C2
+        );
+        assert_eq!(fixed_kernel_for(pick(256, 132)), KernelId::RecurrenceFixed4);
+        assert_eq!(
+            fixed_kernel_for(pick(1024, 132)),
+            KernelId::RecurrenceFixed8
+        );
     }
 }

@@ -131,9 +131,45 @@ pub fn row_dot(row: &[f32], h: &[f32]) -> Result<f32, CoreError> {
     Ok(dot_from_sums(a, b, c, e))
 }
 
+/// `(A, T = B 2^8 + C modulo 2^32)` of a row as the 4-window tensor-core kernels
+/// (`bilstm_recurrence_fixed4*`) form them: h's low byte enters the products less 128 (a signed
+/// byte, `h0 ^ 0x80`), so each k chunk needs one product of the high and one of the low weight
+/// bytes against both planes of h; the offset comes back as the row's constant
+/// `2^15 sum q1 + 2^7 sum q0` (wrapping). The same `(A, T)` as [`sums`] (a unit test checks it
+/// at every byte's extremes), hence the same dot ([`dot_from_a_t`]).
+///
+/// # Errors
+/// [`CoreError::Shape`] as [`sums`].
+pub fn a_t_from_offset_planes(q: &[i16], hq: &[i16]) -> Result<(i32, i32), CoreError> {
+    sums(q, hq)?; // the same shape checks
+    let (mut a, mut hi_lo, mut lo_hi, mut lo_lo, mut sum_hi, mut sum_lo) =
+        (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
+    for (&w, &x) in q.iter().zip(hq) {
+        let (w1, w0) = split(w);
+        let (x1, x0) = split(x);
+        let x0_signed = i32::from(x0) - 128;
+        a += i32::from(w1) * i32::from(x1);
+        hi_lo += i32::from(w1) * x0_signed;
+        lo_hi += i32::from(w0) * i32::from(x1);
+        lo_lo += i32::from(w0) * x0_signed;
+        sum_hi += i32::from(w1);
+        sum_lo += i32::from(w0);
+    }
+    let offset = (sum_hi as u32)
+        .wrapping_mul(32_768)
+        .wrapping_add((sum_lo as u32).wrapping_mul(128));
+    let t = (hi_lo as u32)
+        .wrapping_add(lo_hi as u32)
+        .wrapping_mul(256)
+        .wrapping_add(lo_lo as u32)
+        .wrapping_add(offset);
+    Ok((a, t as i32))
+}
+
 /// Which fixed-point kernel the experimental `auto` setting runs for a batch: a one-window
 /// integer-pipe cluster kernel of `cluster_size` CTAs (`bilstm_recurrence_fixed1c8` / `1c4` /
-/// `1c2`), or the 8-window tensor-core kernel (`bilstm_recurrence_fixed8`).
+/// `1c2`), a 4-window tensor-core kernel (`bilstm_recurrence_fixed4c4` / `4c2` / `fixed4`), or
+/// the 8-window tensor-core kernel (`bilstm_recurrence_fixed8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FixedPick {
     /// One window a cluster of this many CTAs, on the integer pipe.
@@ -141,27 +177,46 @@ pub enum FixedPick {
         /// CTAs a cluster (8, 4 or 2).
         cluster_size: usize,
     },
+    /// Tiles of 4 windows a cluster of this many CTAs (1: one CTA a tile), on the tensor cores.
+    Quad {
+        /// CTAs a cluster (4, 2 or 1).
+        cluster_size: usize,
+    },
     /// Tiles of 8 windows a CTA on the tensor cores.
     Tile,
 }
 
-/// The `auto` rule for `batch` windows on a GPU of `sms` SMs: both directions of every window run
-/// as one cluster each, one CTA an SM, in one wave; the 8- and 4-CTA kernels only while their
-/// CTAs take at most three quarters of the SMs (`2 batch S <= 3 sms / 4`), the 2-CTA kernel while
-/// they take at most all of them; else [`FixedPick::Tile`]. Larger clusters first: their steps
-/// are shorter. H200 (132 SMs), 2026-12-03 session 25 call 4 (TF32, 589 frames, medians of 10):
-/// `fixed1c8` 1.10-1.11 ms at batches 1-4 (64 CTAs) but 1.36 at batch 8 (128), `fixed1c4`
-/// 1.32-1.34 at batches 8-12 (96 CTAs) but 1.95 at batch 16 (128): near a full GPU the driver
-/// puts two of these small CTAs on some SMs, whose integer pipe then serves both (`fixed1c2`, one
-/// CTA an SM by its registers: 1.62-1.76 ms at batches 8-32); beyond one wave the tile kernel
-/// (3.4-3.5 ms at batches 48-128, 10.7 at 1024) is faster than a second wave.
+/// The `auto` rule for `batch` windows on a GPU of `sms` SMs: both directions of every window (or
+/// tile) run as one cluster each, one CTA an SM, in one wave. First the one-window kernels: the
+/// 8- and 4-CTA ones only while their CTAs take at most three quarters of the SMs
+/// (`2 batch S <= 3 sms / 4`), the 2-CTA one while they take at most all of them; then the
+/// 4-window tiles (`T = ceil(batch / 4)`): 4-CTA clusters while `2 T 4 <= 3 sms / 4`, 2-CTA
+/// clusters while `2 T 2 <= sms`, one CTA a tile while `2 T <= sms`; else [`FixedPick::Tile`].
+/// Larger clusters first: their steps are shorter.
+///
+/// H200 (132 SMs), TF32, 589 frames, medians of 10. Session 25 call 4: `fixed1c8` 1.10-1.11 ms
+/// at batches 1-4 (64 CTAs) but 1.36 at batch 8 (128), `fixed1c4` 1.32-1.34 at batches 8-12 (96
+/// CTAs) but 1.95 at batch 16 (128): near a full GPU the driver puts two of these small CTAs on
+/// some SMs, whose integer pipe then serves both (`fixed1c2`, one CTA an SM by its registers:
+/// 1.62-1.79 ms at batches 8-32). Session 26 calls 2-3: at batch 32 `fixed1c2` 1.78-1.79 against
+/// `fixed4c4` 1.85-1.87; at 40 / 48 `fixed4c4` 1.90 / 1.94-1.98 (`fixed4c2` 2.03-2.10); at 64
+/// `fixed4c2` 2.16-2.17 (`fixed4c4` 2.20-2.22); at 96 / 128 `fixed4c2` 2.27-2.30 / 2.42-2.44
+/// (`fixed4` 2.41 / 2.55-2.58); at 160 `fixed4` 2.73 (`fixed4c4` 2.90, `fixed4c2` 4.32: two
+/// waves); at 256 `fixed4` 3.23-3.25 (`fixed8` 4.17); at 1024 `fixed8` 10.8 (`fixed4` 12.7).
 pub fn pick(batch: usize, sms: usize) -> FixedPick {
     let ctas = |cluster_size: usize| batch.saturating_mul(2 * cluster_size);
-    [8, 4]
+    if let Some(cluster_size) = [8, 4]
         .into_iter()
         .find(|&size| ctas(size) <= sms * 3 / 4)
         .or(Some(2).filter(|&size| ctas(size) <= sms))
-        .map_or(FixedPick::Tile, |cluster_size| FixedPick::Simt {
+    {
+        return FixedPick::Simt { cluster_size };
+    }
+    let quad_ctas = |cluster_size: usize| batch.div_ceil(4).saturating_mul(2 * cluster_size);
+    Some(4)
+        .filter(|&size| quad_ctas(size) <= sms * 3 / 4)
+        .or([2, 1].into_iter().find(|&size| quad_ctas(size) <= sms))
+        .map_or(FixedPick::Tile, |cluster_size| FixedPick::Quad {
             cluster_size,
         })
 }
@@ -361,9 +416,44 @@ mod tests {
         }
     }
 
+    /// The 4-window kernels' grouping (h's low byte less 128, the row's constant added back)
+    /// gives `sums`' A and B 2^8 + C at every byte's extremes and for random rows.
+    #[test]
+    fn the_offset_planes_give_the_same_a_and_t() {
+        let extremes: [i16; 8] = [-32767, -32513, -32640, 32767, 32639, -1, 0, 128];
+        let mut rng = SplitMix64::new(11);
+        let mut rows: Vec<(Vec<i16>, Vec<i16>)> = Vec::new();
+        for &w in &extremes {
+            for &x in &extremes {
+                rows.push((vec![w; MAX_TERMS], vec![x; MAX_TERMS]));
+            }
+        }
+        for _ in 0..200 {
+            let mut draw = || {
+                (0..MAX_TERMS)
+                    .map(|_| ((rng.next_u64() % 65535) as i32 - MAX_Q) as i16)
+                    .collect::<Vec<i16>>()
+            };
+            let q = draw();
+            let hq = draw();
+            rows.push((q, hq));
+        }
+        for (q, hq) in &rows {
+            let (a, b, c) = sums(q, hq).unwrap();
+            let (pa, pt) = a_t_from_offset_planes(q, hq).unwrap();
+            assert_eq!((pa, pt), (a, b.wrapping_mul(256).wrapping_add(c)));
+            assert_eq!(
+                dot_from_a_t(pa, pt, 1).to_bits(),
+                dot_from_sums(a, b, c, 1).to_bits()
+            );
+        }
+        assert!(a_t_from_offset_planes(&[1, 2], &[1]).is_err());
+    }
+
     #[test]
     fn auto_takes_the_largest_cluster_within_its_share_of_the_sms() {
         let simt = |cluster_size| FixedPick::Simt { cluster_size };
+        let quad = |cluster_size| FixedPick::Quad { cluster_size };
         // The H200: 132 SMs (99 for the 8- and 4-CTA kernels).
         for (batch, want) in [
             (1, simt(8)),
@@ -373,7 +463,13 @@ mod tests {
             (13, simt(2)),
             (16, simt(2)),
             (33, simt(2)),
-            (34, FixedPick::Tile),
+            (34, quad(4)),
+            (48, quad(4)),
+            (49, quad(2)),
+            (132, quad(2)),
+            (133, quad(1)),
+            (264, quad(1)),
+            (265, FixedPick::Tile),
             (1024, FixedPick::Tile),
             (usize::MAX, FixedPick::Tile),
         ] {
@@ -383,6 +479,7 @@ mod tests {
         assert_eq!(pick(1, 22), simt(8));
         assert_eq!(pick(1, 21), simt(4));
         assert_eq!(pick(1, 10), simt(2));
-        assert_eq!(pick(1, 3), FixedPick::Tile);
+        assert_eq!(pick(1, 3), quad(1));
+        assert_eq!(pick(1, 1), FixedPick::Tile);
     }
 }
