@@ -17,7 +17,7 @@ mod gpu_support;
 use bilstm_core::accuracy::gpu_budget;
 use bilstm_core::fixed::FixedPick;
 use bilstm_core::owned::random_input;
-use bilstm_core::{Backend, BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
+use bilstm_core::{BackendError, Direction, ErrorKind, MathMode, Overrides, StackShape};
 use bilstm_cuda::CudaBackend;
 use gpu_support::{
     INPUT_SEED, assert_last_h_n_is_the_output, assert_same_bits, cached_reference,
@@ -201,8 +201,14 @@ fn auto_runs_the_kernel_its_rule_picks() {
             direction: Direction::Forward,
             block: 1,
         }));
-        let mut out = vec![0.0; shape.output_len(batch).expect("shape")];
-        let got = match b.forward(&input[..batch * in_w], batch, &mut out) {
+        // Device-resident, so that the pass runs the whole batch (the host path splits large
+        // batches into chunks, each with its own pick).
+        let stream = b.stream().clone();
+        let d_in = stream.clone_htod(&input[..batch * in_w]).expect("upload");
+        let mut d_out = stream
+            .alloc_zeros::<f32>(shape.output_len(batch).expect("shape"))
+            .expect("alloc");
+        let got = match b.forward_device(&d_in, batch, &mut d_out) {
             Ok(()) => None,
             Err(bilstm_cuda::CudaError::PartnerLost {
                 kernel,
