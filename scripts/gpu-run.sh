@@ -35,8 +35,8 @@
 #   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
 #   tf32         GPU tests of the TF32 projection (when built)
 #   tf32x3       GPU tests of the 3xTF32 (FP32-accurate) projection (when built)
-#   fixed        GPU tests of the experimental fixed-point recurrences (tensor-core fixed8*,
-#                integer-pipe fixed1c*, `auto`; TF32 passes through the test hook;
+#   fixed        GPU tests of the experimental fixed-point recurrences (tensor-core fixed8*
+#                and fixed4*, integer-pipe fixed1c*, `auto`; TF32 passes through the test hook;
 #                compute-sanitizer runs their small pass too)
 #   cpu-unit / nvrtc / unavailable   the library's unit tests, NVRTC compile + ptxas, no-GPU test
 #   abbits       (with bin/bilstm-old, from gpu-bundle's BILSTM_BUNDLE_AB=REV) CLI checksums of

@@ -15,9 +15,10 @@
 //   W = 16, R in shared memory, see "The window-tile kernels" below); the experimental
 //   fixed-point recurrences (TF32 mode only, never planned): the tensor-core
 //   bilstm_recurrence_fixed8 / fixed8c2 / fixed8c4 (their own contract is at "The fixed-point
-//   tensor-core recurrence" below) and the integer-pipe bilstm_recurrence_fixed1c2 / fixed1c4 /
-//   fixed1c8 (at "The SIMT fixed-point recurrence"); each (const bl_recurrence_cluster_params
-//   p). Not cooperative: clusters never wait for each other, so clusters beyond the device's
+//   tensor-core recurrence" below) and fixed4 / fixed4c2 / fixed4c4 / fixed4c8 (at "The
+//   fixed-point tensor-core recurrence of 4-window tiles"), and the integer-pipe
+//   bilstm_recurrence_fixed1c2 / fixed1c4 / fixed1c8 (at "The SIMT fixed-point recurrence");
+//   each (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each other, so clusters beyond the device's
 //   capacity run in later waves.
 // - Grid: (2 * ceil(batch / W) * S, 1, 1) with the cluster dimension (S, 1, 1) given at launch
 //   (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); cluster x = blockIdx.x / S runs windows (x / 2) W ..
