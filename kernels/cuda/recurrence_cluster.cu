@@ -1348,6 +1348,56 @@ __device__ __forceinline__ void bl_fx_leave_cluster(const bl_recurrence_cluster_
     bl_cl_cluster_sync();
 }
 
+// A row's scales from this lane's largest magnitude `m` of it, the row's other parts held by
+// lanes tig ^ 1 and tig ^ 2: the dot's scale 2^(e - 30) and the quantiser's 2^(15 - e).
+__device__ __forceinline__ void bl_fx_row_scales(float m, float& scale, float& up) {
+    m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
+    const int e = bl_fx_row_exponent(m);
+    scale = bl_fx_scale(e);
+    up = bl_fx_up(e);
+}
+
+// The start of step `step` in a cluster (S > 1; nothing for S = 1): thread 0 arms the step's
+// slot mbarrier for `step_bytes`, then every thread waits, bounded, for the previous step's
+// phase. False (in every lane) when a wait failed: a lost partner (`*timed_out` set in the
+// lanes that saw it) or another CTA's error.
+template <int S>
+__device__ __forceinline__ bool bl_fx_step_begin(const bl_recurrence_cluster_params& p, int tid, bl_u32 bar0,
+                                                 bl_u32 step, bl_u32 step_bytes, bool* timed_out) {
+    if constexpr (S > 1) {
+        if (tid == 0) {
+            bl_mbar_arrive_expect(bar0 + 8u * (step & 1u), step_bytes);
+        }
+        if (step > 0) {
+            const bool ok =
+                bl_cl_wait(bar0 + 8u * ((step - 1u) & 1u), ((step - 1u) >> 1) & 1u, p.spin_timeout_ns, p.error, timed_out);
+            if (__any_sync(BL_FULL_MASK, !ok)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// The end of a tensor-core fixed-point kernel, after its final states: S > 1, the cluster exit
+// (bl_fx_leave_cluster); S = 1, a block barrier that orders every thread's output stores before
+// thread 0's fence; then rank 0's thread 0 reports the tile's windows done.
+template <int S>
+__device__ __forceinline__ void bl_fx_tile_end(const bl_recurrence_cluster_params& p, bl_u32 rank, int tid,
+                                               bl_u32 direction, bl_u32 first_window, bl_u32 valid,
+                                               bl_u32 frames, bl_u32 bar0, bl_u32 step, bool timed_out,
+                                               bool aborted) {
+    if constexpr (S > 1) {
+        bl_fx_leave_cluster(p, tid, bar0, direction, step, frames, timed_out, aborted);
+    } else {
+        __syncthreads();
+    }
+    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
+        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
+    }
+}
+
 // S CTAs a cluster (1, 2 or 4) split the 128 units: CTA rank r owns units 128 r / S ..
 // 128 (r + 1) / S - 1 with 16 / S warps of 8 units.
 template <int S>
@@ -1403,11 +1453,8 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
                 }
             }
             // The row's largest magnitude: the four lanes of a gid share the row.
-            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
-            const int e = bl_fx_row_exponent(m);
-            scale[mt][half] = bl_fx_scale(e);
-            const float up = bl_fx_up(e);
+            float up;
+            bl_fx_row_scales(m, scale[mt][half], up);
 #pragma unroll
             for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll
@@ -1467,18 +1514,9 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
         // step-s pushes, each made after that CTA's own reads of the slot (step s).
         const bl_u32 from = h_base + ((step + 1u) & 1u) * 2u * PLANE;
         const bl_u32 to = h_base + (step & 1u) * 2u * PLANE;
-        if constexpr (S > 1) {
-            if (tid == 0) {
-                bl_mbar_arrive_expect(bar0 + 8u * (step & 1u), STEP_BYTES);
-            }
-            if (step > 0) {
-                const bool ok = bl_cl_wait(bar0 + 8u * ((step - 1u) & 1u), ((step - 1u) >> 1) & 1u,
-                                           p.spin_timeout_ns, p.error, &timed_out);
-                if (__any_sync(BL_FULL_MASK, !ok)) {
-                    aborted = true;
-                    break;
-                }
-            }
+        if (!bl_fx_step_begin<S>(p, tid, bar0, step, STEP_BYTES, &timed_out)) {
+            aborted = true;
+            break;
         }
         float4 gin[2];
 #pragma unroll
@@ -1611,15 +1649,7 @@ __device__ __forceinline__ void bl_recurrence_fixed(const bl_recurrence_cluster_
             }
         }
     }
-    if constexpr (S > 1) {
-        bl_fx_leave_cluster(p, tid, bar0, direction, step, frames, timed_out, aborted);
-    } else {
-        // Every thread's output stores are ordered before thread 0's fence by the barrier.
-        __syncthreads();
-    }
-    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
-        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
-    }
+    bl_fx_tile_end<S>(p, rank, tid, direction, first_window, valid, frames, bar0, step, timed_out, aborted);
 }
 
 // d = c + the sum of the four byte products of a and b, signedness per operand (exact).
@@ -1657,7 +1687,8 @@ BL_FX_DP4A(bl_fx_dp4a_uu, "u32", "u32")
 // into 8 bytes and push them with st.async into every CTA of the cluster; each CTA waits,
 // bounded by spin_timeout_ns, for the step's 256 bytes a valid window on its own mbarrier (a lost
 // partner: error words as the other cluster kernels; stall_cta never pushes). Windows past the
-// batch are neither pushed nor stored (their columns stay zero bytes in shared memory).
+// batch are never stored, and never pushed (S > 1: their columns stay zero bytes); S = 1 writes
+// their bytes too, into their own columns only (each column feeds only its own window's sums).
 // Thread mapping: warp w of CTA rank r owns units u0 = 128 r / S + 8 w .. u0 + 7 as two m16
 // tiles of gate rows: tile t row j < 8 is gate j / 4 (i, f) of unit u0 + 4 t + j % 4, row
 // j >= 8 gate 2 + (j - 8) / 4 (g, o) of the same unit. The k order inside the fragments is a
@@ -1736,11 +1767,8 @@ __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster
                 m = fmaxf(m, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
             }
             // The row's largest magnitude: its four tig lanes hold 32 terms each.
-            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(BL_FULL_MASK, m, 2));
-            const int e = bl_fx_row_exponent(m);
-            scale[t][half] = bl_fx_scale(e);
-            const float up = bl_fx_up(e);
+            float up;
+            bl_fx_row_scales(m, scale[t][half], up);
             int sum_hi = 0;
             int sum_lo = 0;
 #pragma unroll
@@ -1783,7 +1811,7 @@ __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster
     // This lane's B operand: column gid = (window gid / 2, plane gid % 2), units 32 tig .. + 31.
     const bl_u32 ld_off = (bl_u32)((gid >> 1) * 2 * BILSTM_HIDDEN + (gid & 1) * BILSTM_HIDDEN + 32 * tig);
     const bl_u32 bar0 = bl_cl_smem(&sh.bar[0]);
-    // Windows past the batch keep zero bytes (never pushed, never read for a stored output).
+    // Both slots start as zero bytes: with S > 1 the columns of windows past the batch stay so.
     for (int i = tid; i < (int)(2 * SLOT / 4); i += BILSTM_FIXED_THREADS / S) {
         reinterpret_cast<bl_u32*>(&sh.h[0][0][0][0])[i] = 0u;
     }
@@ -1808,18 +1836,9 @@ __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster
         // Slots and their order as bl_recurrence_fixed's.
         const bl_u32 from = h_base + ((step + 1u) & 1u) * SLOT;
         const bl_u32 to = h_base + (step & 1u) * SLOT;
-        if constexpr (S > 1) {
-            if (tid == 0) {
-                bl_mbar_arrive_expect(bar0 + 8u * (step & 1u), step_bytes);
-            }
-            if (step > 0) {
-                const bool ok = bl_cl_wait(bar0 + 8u * ((step - 1u) & 1u), ((step - 1u) >> 1) & 1u,
-                                           p.spin_timeout_ns, p.error, &timed_out);
-                if (__any_sync(BL_FULL_MASK, !ok)) {
-                    aborted = true;
-                    break;
-                }
-            }
+        if (!bl_fx_step_begin<S>(p, tid, bar0, step, step_bytes, &timed_out)) {
+            aborted = true;
+            break;
         }
         const float4 gin = gin_next;
         if (step + 1u < frames) {
@@ -1920,14 +1939,7 @@ __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster
     if (!aborted && frames > 0 && real) {
         bl_store_final_state(p.state_h, p.state_c, direction, p.batch, first_window + (bl_u32)tig, unit, h_last, c);
     }
-    if constexpr (S > 1) {
-        bl_fx_leave_cluster(p, tid, bar0, direction, step, frames, timed_out, aborted);
-    } else {
-        __syncthreads();
-    }
-    if (p.progress != nullptr && rank == 0u && tid == 0 && !aborted) {
-        bl_cl_report_end(p.progress, first_window, valid, direction, frames);
-    }
+    bl_fx_tile_end<S>(p, rank, tid, direction, first_window, valid, frames, bar0, step, timed_out, aborted);
 }
 
 // ---- The SIMT fixed-point recurrence (bilstm_recurrence_fixed1c2 / 1c4 / 1c8; experimental) ----

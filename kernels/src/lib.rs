@@ -434,8 +434,12 @@ pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
 /// Grid `2 * ceil(batch / 8)` CTAs of `FIXED_THREADS` (512) threads, no dynamic shared memory,
 /// [`params::RecurrenceClusterParams`] (`tf32_numerics` must be set: FP32 mode traps). Nothing
 /// waits on another CTA. Compute capability 9.0 or later.
-pub const RECURRENCE_FIXED8: Kernel =
-    fixed_kernel(KernelId::RecurrenceFixed8, "bilstm_recurrence_fixed8", 1);
+pub const RECURRENCE_FIXED8: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed8,
+    "bilstm_recurrence_fixed8",
+    1,
+    geometry::FIXED_WINDOWS,
+);
 
 /// `bilstm_recurrence_fixed8c2`: [`RECURRENCE_FIXED8`] with each tile's units split over a
 /// 2-CTA cluster (`FIXED_THREADS / 2` threads a CTA, 64 units each), each CTA pushing its
@@ -445,6 +449,7 @@ pub const RECURRENCE_FIXED8C2: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed8C2,
     "bilstm_recurrence_fixed8c2",
     2,
+    geometry::FIXED_WINDOWS,
 );
 
 /// `bilstm_recurrence_fixed8c4`: [`RECURRENCE_FIXED8C2`] with 4-CTA clusters
@@ -453,6 +458,7 @@ pub const RECURRENCE_FIXED8C4: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed8C4,
     "bilstm_recurrence_fixed8c4",
     4,
+    geometry::FIXED_WINDOWS,
 );
 
 /// `bilstm_recurrence_fixed1c2` (experimental, never planned): the fixed-point recurrence
@@ -505,47 +511,49 @@ pub const RECURRENCE_FIXED1C8: Kernel = Kernel {
 /// `2 * ceil(batch / 4)` CTAs, no dynamic shared memory, [`params::RecurrenceClusterParams`]
 /// (`tf32_numerics` must be set; `out_tf32` honoured). Nothing waits on another CTA. Compute
 /// capability 9.0 or later.
-pub const RECURRENCE_FIXED4: Kernel =
-    fixed4_kernel(KernelId::RecurrenceFixed4, "bilstm_recurrence_fixed4", 1);
+pub const RECURRENCE_FIXED4: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed4,
+    "bilstm_recurrence_fixed4",
+    1,
+    geometry::FIXED4_WINDOWS,
+);
 
 /// `bilstm_recurrence_fixed4c2`: [`RECURRENCE_FIXED4`] with each tile's units split over a
 /// 2-CTA cluster (`FIXED_THREADS / 2` threads a CTA), each warp gathering its 8 units' bytes of
 /// each plane and valid window into 8 bytes and pushing them into every CTA with `st.async`,
 /// waiting (bounded, as [`RECURRENCE_CLUSTER2`]) on its mbarrier; grid `2 * ceil(batch / 4) * 2`
 /// CTAs. The same bits.
-pub const RECURRENCE_FIXED4C2: Kernel = fixed4_kernel(
+pub const RECURRENCE_FIXED4C2: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed4C2,
     "bilstm_recurrence_fixed4c2",
     2,
+    geometry::FIXED4_WINDOWS,
 );
 
 /// `bilstm_recurrence_fixed4c4`: [`RECURRENCE_FIXED4C2`] with 4-CTA clusters
 /// (`FIXED_THREADS / 4` threads a CTA); grid `2 * ceil(batch / 4) * 4` CTAs.
-pub const RECURRENCE_FIXED4C4: Kernel = fixed4_kernel(
+pub const RECURRENCE_FIXED4C4: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed4C4,
     "bilstm_recurrence_fixed4c4",
     4,
+    geometry::FIXED4_WINDOWS,
 );
 
 /// `bilstm_recurrence_fixed4c8`: [`RECURRENCE_FIXED4C2`] with 8-CTA clusters
 /// (`FIXED_THREADS / 8` threads a CTA); grid `2 * ceil(batch / 4) * 8` CTAs.
-pub const RECURRENCE_FIXED4C8: Kernel = fixed4_kernel(
+pub const RECURRENCE_FIXED4C8: Kernel = fixed_kernel(
     KernelId::RecurrenceFixed4C8,
     "bilstm_recurrence_fixed4c8",
     8,
+    geometry::FIXED4_WINDOWS,
 );
 
-const fn fixed4_kernel(id: KernelId, entry: &'static str, size: u32) -> Kernel {
+/// A tensor-core fixed-point kernel: clusters of `size` CTAs of `FIXED_THREADS / size` threads
+/// running tiles of `windows` windows, no dynamic shared memory.
+const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32, windows: usize) -> Kernel {
     Kernel {
         block_threads: geometry::FIXED_THREADS as u32 / size,
-        ..cluster_kernel(id, entry, size, geometry::FIXED4_WINDOWS as u32, 0)
-    }
-}
-
-const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32) -> Kernel {
-    Kernel {
-        block_threads: geometry::FIXED_THREADS as u32 / size,
-        ..cluster_kernel(id, entry, size, geometry::FIXED_WINDOWS as u32, 0)
+        ..cluster_kernel(id, entry, size, windows as u32, 0)
     }
 }
 
