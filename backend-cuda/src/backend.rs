@@ -175,9 +175,9 @@ pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 /// `bilstm_recurrence_fixed4` (one CTA) / `fixed4c2` / `fixed4c4` / `fixed4c8` (2- / 4- / 8-CTA
 /// clusters); `auto` picks by batch (`bilstm_core::fixed::pick`: the largest integer-pipe
 /// cluster that runs the batch in one wave on its share of the SMs, else the largest 4-window
-/// cluster (`fixed4c4`, `fixed4c2`, `fixed4`) that does, else `fixed8`). Their bits are their own (the same in all ten kernels
-/// and at every batch) and differ from TF32 mode's other kernels', so plans never pick them; any
-/// other value (or none) leaves the plan's kernel.
+/// cluster (`fixed4c4`, `fixed4c2`, `fixed4`) that does, else `fixed8`). Their bits are their
+/// own (the same in all ten kernels and at every batch) and differ from TF32 mode's other
+/// kernels', so plans never pick them; any other value (or none) leaves the plan's kernel.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,

@@ -45,8 +45,8 @@ impl CudaBackend {
     }
 
     /// Test-only: TF32 passes of cluster plans run the experimental fixed-point recurrence
-    /// that `name` names as `FIXED_RECURRENCE_ENV` does (`8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`,
-    /// `auto`), or the plan's kernel (`None`).
+    /// that `name` names as `FIXED_RECURRENCE_ENV` does (a kernel's name such as `8`, `1c8` or
+    /// `4c4`, or `auto`), or the plan's kernel (`None`).
     ///
     /// # Errors
     /// [`CudaError::UnknownSetting`] for another name.

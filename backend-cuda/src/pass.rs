@@ -530,11 +530,7 @@ impl CudaBackend {
 /// launch kind as [`cluster_kernel`] finds the planned ones (`fixed8` should a pick name a size
 /// no kernel has; the unit test below checks that none does).
 fn fixed_kernel_for(pick: FixedPick) -> KernelId {
-    let (size, windows) = match pick {
-        FixedPick::Simt { cluster_size } => (cluster_size, 1),
-        FixedPick::Quad { cluster_size } => (cluster_size, bilstm_core::geometry::FIXED4_WINDOWS),
-        FixedPick::Tile => (1, bilstm_core::geometry::FIXED_WINDOWS),
-    };
+    let (size, windows) = pick.launch();
     find_cluster_kernel(size, windows, true).unwrap_or(KernelId::RecurrenceFixed8)
 }
 
@@ -570,7 +566,7 @@ fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
 #[cfg(test)]
 mod tests {
     use super::{cluster_kernel, find_cluster_kernel, fixed_kernel_for};
-    use bilstm_core::fixed::{FixedPick, pick};
+    use bilstm_core::fixed::pick;
     use bilstm_core::geometry::cluster_kernel_built;
     use bilstm_kernels::KernelId;
     use bilstm_kernels::LaunchKind;
@@ -607,13 +603,7 @@ mod tests {
         for sms in [16, 46, 108, 132, 170] {
             for batch in 1..=2048 {
                 let p = pick(batch, sms);
-                let (size, windows) = match p {
-                    FixedPick::Simt { cluster_size } => (cluster_size, 1),
-                    FixedPick::Quad { cluster_size } => {
-                        (cluster_size, bilstm_core::geometry::FIXED4_WINDOWS)
-                    }
-                    FixedPick::Tile => (1, bilstm_core::geometry::FIXED_WINDOWS),
-                };
+                let (size, windows) = p.launch();
                 let id = find_cluster_kernel(size, windows, true)
                     .unwrap_or_else(|| panic!("{p:?} on {sms} SMs: no kernel"));
                 assert!(id.is_fixed_point());

@@ -66,13 +66,7 @@ pub fn split(q: i16) -> (i8, u8) {
 /// # Errors
 /// [`CoreError::Shape`] when the lengths differ or exceed [`MAX_TERMS`].
 pub fn sums(q: &[i16], hq: &[i16]) -> Result<(i32, i32, i32), CoreError> {
-    if q.len() != hq.len() || q.len() > MAX_TERMS {
-        return Err(CoreError::Shape {
-            what: "fixed-point terms (equal lengths, at most 128)",
-            expected: q.len().min(MAX_TERMS),
-            got: hq.len(),
-        });
-    }
+    check_terms(q, hq)?;
     let (mut a, mut b, mut c) = (0i32, 0i32, 0i32);
     for (&w, &x) in q.iter().zip(hq) {
         let (w1, w0) = split(w);
@@ -82,6 +76,18 @@ pub fn sums(q: &[i16], hq: &[i16]) -> Result<(i32, i32, i32), CoreError> {
         c += i32::from(w0) * i32::from(x0);
     }
     Ok((a, b, c))
+}
+
+/// A row's terms: as many quantised weights as quantised h values, at most [`MAX_TERMS`].
+fn check_terms(q: &[i16], hq: &[i16]) -> Result<(), CoreError> {
+    if q.len() != hq.len() || q.len() > MAX_TERMS {
+        return Err(CoreError::Shape {
+            what: "fixed-point terms (equal lengths, at most 128)",
+            expected: q.len().min(MAX_TERMS),
+            got: hq.len(),
+        });
+    }
+    Ok(())
 }
 
 /// The dot from the exact sums and the row's exponent: `B 2^8 + C` (exact in 32 bits),
@@ -141,7 +147,7 @@ pub fn row_dot(row: &[f32], h: &[f32]) -> Result<f32, CoreError> {
 /// # Errors
 /// [`CoreError::Shape`] as [`sums`].
 pub fn a_t_from_offset_planes(q: &[i16], hq: &[i16]) -> Result<(i32, i32), CoreError> {
-    sums(q, hq)?; // the same shape checks
+    check_terms(q, hq)?;
     let (mut a, mut hi_lo, mut lo_hi, mut lo_lo, mut sum_hi, mut sum_lo) =
         (0i32, 0i32, 0i32, 0i32, 0i32, 0i32);
     for (&w, &x) in q.iter().zip(hq) {
@@ -184,6 +190,18 @@ pub enum FixedPick {
     },
     /// Tiles of 8 windows a CTA on the tensor cores.
     Tile,
+}
+
+impl FixedPick {
+    /// The pick's launch shape `(CTAs a cluster, windows a cluster)`, as the kernel table
+    /// (`bilstm_kernels`) describes each fixed-point kernel's cluster launch.
+    pub const fn launch(self) -> (usize, usize) {
+        match self {
+            FixedPick::Simt { cluster_size } => (cluster_size, 1),
+            FixedPick::Quad { cluster_size } => (cluster_size, crate::geometry::FIXED4_WINDOWS),
+            FixedPick::Tile => (1, crate::geometry::FIXED_WINDOWS),
+        }
+    }
 }
 
 /// The `auto` rule for `batch` windows on a GPU of `sms` SMs: both directions of every window (or
@@ -481,5 +499,9 @@ mod tests {
         assert_eq!(pick(1, 10), simt(2));
         assert_eq!(pick(1, 3), quad(1));
         assert_eq!(pick(1, 1), FixedPick::Tile);
+        // Launch shapes: (CTAs a cluster, windows a cluster).
+        assert_eq!(simt(8).launch(), (8, 1));
+        assert_eq!(quad(2).launch(), (2, 4));
+        assert_eq!(FixedPick::Tile.launch(), (1, 8));
     }
 }

@@ -500,8 +500,6 @@ pub const RECURRENCE_FIXED1C8: Kernel = Kernel {
     )
 };
 
-/// A fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
-/// `FIXED_THREADS / size` threads running `FIXED_WINDOWS` windows each.
 /// `bilstm_recurrence_fixed4` (experimental, never planned): the fixed-point recurrence
 /// (`numerics.cuh` section 9, the same bits as [`RECURRENCE_FIXED8`]) on the tensor cores for
 /// tiles of 4 windows: the `mma.m16n8k32` columns are each window's two byte planes of h (the
@@ -548,8 +546,8 @@ pub const RECURRENCE_FIXED4C8: Kernel = fixed_kernel(
     geometry::FIXED4_WINDOWS,
 );
 
-/// A tensor-core fixed-point kernel: clusters of `size` CTAs of `FIXED_THREADS / size` threads
-/// running tiles of `windows` windows, no dynamic shared memory.
+/// A tensor-core fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
+/// `FIXED_THREADS / size` threads running tiles of `windows` windows, no dynamic shared memory.
 const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32, windows: usize) -> Kernel {
     Kernel {
         block_threads: geometry::FIXED_THREADS as u32 / size,
