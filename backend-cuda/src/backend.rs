@@ -131,8 +131,9 @@ pub struct CudaBackend {
     /// before the others storing TF32 values): on unless [`RESIDENT_PROJECTION_ENV`] is `0` (an
     /// A/B switch; both settings give the same bits).
     pub(crate) resident_projection: bool,
-    /// The experimental fixed-point recurrence ([`FIXED_RECURRENCE_ENV`]) that TF32 passes of a
-    /// cluster plan run instead of the plan's kernel, or `None` (the default).
+    /// What [`FIXED_RECURRENCE_ENV`] (or the test hook) asks TF32 passes of cluster plans to run
+    /// instead of the plan's own fixed-point decision (`Plan::fixed_point`), or `None` (the
+    /// default: the plan's decision).
     pub(crate) fixed_recurrence: Option<FixedRecurrence>,
     pub(crate) last: Option<ForwardSummary>,
     /// Windows per chunk of the pipelined host path (0: never split); see [`crate::host`].
@@ -166,28 +167,29 @@ impl Drop for CudaBackend {
 /// (`bilstm_projection_tf32_resident`): for A/B measurements; the bits are the same either way.
 pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 
-/// Experimental, for measurements only: set to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`, `4`,
-/// `4c2`, `4c4`, `4c8` or `auto`, TF32 passes of cluster plans (compute capability 9.0) run a
-/// fixed-point recurrence (`numerics.cuh` section 9) instead of the plan's kernel: the
-/// tensor-core `bilstm_recurrence_fixed8` (8 windows a CTA), `fixed8c2` / `fixed8c4` (8 windows
-/// a 2- / 4-CTA cluster), the integer-pipe `bilstm_recurrence_fixed1c2` / `fixed1c4` /
-/// `fixed1c8` (one window a 2- / 4- / 8-CTA cluster), or the tensor-core 4-window tiles
-/// `bilstm_recurrence_fixed4` (one CTA) / `fixed4c2` / `fixed4c4` / `fixed4c8` (2- / 4- / 8-CTA
-/// clusters); `auto` picks by batch (`bilstm_core::fixed::pick`: the largest integer-pipe
-/// cluster that runs the batch in one wave on its share of the SMs, else the largest 4-window
-/// cluster (`fixed4c4`, `fixed4c2`, `fixed4`) that does, else `fixed8`). Their bits are their
-/// own (the same in all ten kernels and at every batch) and differ from TF32 mode's other
-/// kernels', so plans never pick them; any other value (or none) leaves the plan's kernel.
+/// For measurements and tests: TF32 passes of cluster plans (compute capability 9.0 and later)
+/// run the fixed-point recurrence (`numerics.cuh` section 9) the plan picks
+/// (`Plan::fixed_point`, `bilstm_core::fixed::pick`); set to `off`, they run the plan's cluster
+/// kernel with section 8's FP32 dot instead (other bits: the section-8 kernels' A/B and test
+/// switch), or to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`, `4`, `4c2`, `4c4` or `4c8`, that
+/// fixed-point kernel at every batch: the tensor-core `bilstm_recurrence_fixed8` (8 windows a
+/// CTA), `fixed8c2` / `fixed8c4` (8 windows a 2- / 4-CTA cluster), the integer-pipe
+/// `bilstm_recurrence_fixed1c2` / `fixed1c4` / `fixed1c8` (one window a 2- / 4- / 8-CTA cluster),
+/// or the tensor-core 4-window tiles `bilstm_recurrence_fixed4` (one CTA) / `fixed4c2` /
+/// `fixed4c4` / `fixed4c8` (2- / 4- / 8-CTA clusters), all with the same bits; `auto` (or no
+/// value, or any other) leaves the plan's pick.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
 /// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster, `1c2`, `1c4` or `1c8` for one window a
 /// 2-, 4- or 8-CTA cluster (the integer-pipe kernels), `4`, `4c2`, `4c4` or `4c8` for 4 windows
-/// a CTA or a 2-, 4- or 8-CTA cluster, `auto` for the batch's pick.
+/// a CTA or a 2-, 4- or 8-CTA cluster, `auto` for the plan's pick, `off` for section 8.
 pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<FixedRecurrence> {
     let v = value?.trim();
-    if v == "auto" {
-        return Some(FixedRecurrence::Auto);
+    match v {
+        "auto" => return Some(FixedRecurrence::Auto),
+        "off" => return Some(FixedRecurrence::Off),
+        _ => {}
     }
     // A kernel's name is its entry point's tail: `bilstm_recurrence_fixed1c8` is `1c8`.
     bilstm_kernels::ALL
@@ -205,15 +207,18 @@ const FIXED_ENTRY_PREFIX: &str = "bilstm_recurrence_fixed";
 /// (a unit test checks the list against the kernels). Only the test hook reports it.
 #[cfg(any(test, feature = "test-hooks"))]
 pub(crate) const FIXED_RECURRENCE_NAMES: &str =
-    "8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8 or auto";
+    "8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, auto or off";
 
 /// What [`FIXED_RECURRENCE_ENV`] (or the test hook) asks TF32 passes of cluster plans to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FixedRecurrence {
     /// This fixed-point kernel at every batch.
     Kernel(KernelId),
-    /// The kernel `bilstm_core::fixed::pick` names for the pass's batch and this device's SMs.
+    /// The plan's pick (`Plan::fixed_point`: `bilstm_core::fixed::pick` for the pass's batch
+    /// and this device's SMs), as with no setting.
     Auto,
+    /// No fixed-point kernel: the plan's cluster kernel with section 8's FP32 dot.
+    Off,
 }
 
 fn spin_timeout_from_env() -> Duration {
@@ -721,7 +726,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_recurrence_switch_names_its_ten_kernels_or_auto_else_nothing() {
+    fn the_fixed_recurrence_switch_names_its_ten_kernels_auto_or_off_else_nothing() {
         let fixed = bilstm_core::geometry::FIXED_THREADS;
         let tile = bilstm_core::geometry::FIXED_WINDOWS as u32;
         // (value, kernel, CTAs a cluster, threads a CTA, windows a cluster)
@@ -761,6 +766,7 @@ mod tests {
             Some("1c16"),
             Some("on"),
             Some("AUTO"),
+            Some("OFF"),
         ] {
             assert_eq!(parse_fixed_recurrence(other), None, "{other:?}");
         }
@@ -768,7 +774,12 @@ mod tests {
             parse_fixed_recurrence(Some(" auto")),
             Some(FixedRecurrence::Auto)
         );
-        // The hook's error lists exactly the names of the fixed-point kernels, then `auto`.
+        assert_eq!(
+            parse_fixed_recurrence(Some("off ")),
+            Some(FixedRecurrence::Off)
+        );
+        // The hook's error lists exactly the names of the fixed-point kernels, then `auto` and
+        // `off`.
         let names: Vec<&str> = bilstm_kernels::ALL
             .into_iter()
             .filter(|id| id.is_fixed_point())
@@ -776,7 +787,7 @@ mod tests {
             .collect();
         assert_eq!(
             FIXED_RECURRENCE_NAMES,
-            format!("{} or auto", names.join(", "))
+            format!("{}, auto or off", names.join(", "))
         );
     }
 }

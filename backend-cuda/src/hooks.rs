@@ -44,9 +44,9 @@ impl CudaBackend {
         self.resident_projection = on;
     }
 
-    /// Test-only: TF32 passes of cluster plans run the experimental fixed-point recurrence
-    /// that `name` names as `FIXED_RECURRENCE_ENV` does (a kernel's name such as `8`, `1c8` or
-    /// `4c4`, or `auto`), or the plan's kernel (`None`).
+    /// Test-only: TF32 passes of cluster plans run what `name` names as `FIXED_RECURRENCE_ENV`
+    /// does: a fixed-point kernel at every batch (`8`, `1c8`, `4c4`, ...), the plan's pick
+    /// (`auto`, or `None`), or the plan's cluster kernel with section 8's dot (`off`).
     ///
     /// # Errors
     /// [`CudaError::UnknownSetting`] for another name.

@@ -301,7 +301,7 @@ impl CudaBackend {
                     .map_err(CudaError::driver("recording the last layer's start"))?;
             }
             if let Some(cluster) = plan.schedule.choice.cluster() {
-                let id = match self.fixed_recurrence_for(tile, batch) {
+                let id = match self.fixed_recurrence_for(plan) {
                     Some(id) => id,
                     None => cluster_kernel(cluster.cluster_size, cluster.windows_per_cluster)?,
                 };
@@ -462,7 +462,7 @@ impl CudaBackend {
             RecurrenceKind::Tiled => launch::recurrence_tiled::KERNEL,
             RecurrenceKind::Wide => launch::recurrence_wide::KERNEL,
             RecurrenceKind::Cluster => match (
-                self.fixed_recurrence_for(summary.projection_tile, summary.plan.batch),
+                self.fixed_recurrence_for(&summary.plan),
                 summary.plan.schedule.choice.cluster(),
             ) {
                 (Some(fixed), Some(_)) => fixed.kernel().entry,
@@ -495,36 +495,37 @@ impl CudaBackend {
         }
     }
 
-    /// Experimental: the entry point of the fixed-point recurrence ([`FIXED_RECURRENCE_ENV`] or
-    /// the test hook) that the last forward pass ran instead of its plan's kernel, or `None`
-    /// (none was asked for, the pass was FP32, its plan was not a cluster plan, or no pass ran).
-    /// The summary ([`CudaBackend::last_forward`]) still describes the plan's kernel; benchmarks
-    /// report this beside it.
+    /// The entry point of the fixed-point recurrence (`numerics.cuh` section 9) that the last
+    /// forward pass ran instead of its schedule's cluster kernel (the plan's `fixed_point` pick,
+    /// or what [`FIXED_RECURRENCE_ENV`] or the test hook forced), or `None` (an FP32 pass, a
+    /// device without clusters, a non-cluster recurrence, the switch `off`, or no pass yet).
+    /// The summary ([`CudaBackend::last_forward`]) describes the plan, whose `fixed_point`
+    /// decision names the same kernel unless the switch forced another.
     ///
     /// [`FIXED_RECURRENCE_ENV`]: crate::FIXED_RECURRENCE_ENV
     pub fn last_fixed_recurrence(&self) -> Option<&'static str> {
         let s = self.last?;
-        s.plan.schedule.choice.cluster()?;
-        self.fixed_recurrence_for(s.projection_tile, s.plan.batch)
+        self.fixed_recurrence_for(&s.plan)
             .map(|id| id.kernel().entry)
     }
 
-    /// The experimental fixed-point recurrence that a cluster plan's pass of `batch` windows
-    /// with projection `tile` runs instead of the plan's kernel: [`CudaBackend::fixed_recurrence`]
-    /// for TF32 passes (the kernels implement TF32 mode only; `auto` resolved by
-    /// `bilstm_core::fixed::pick` for this device's SM count), else none.
-    fn fixed_recurrence_for(&self, tile: ProjectionTile, batch: usize) -> Option<KernelId> {
-        match self.fixed_recurrence.filter(|_| tile.tf32_numerics())? {
-            FixedRecurrence::Kernel(id) => Some(id),
-            FixedRecurrence::Auto => Some(fixed_kernel_for(bilstm_core::fixed::pick(
-                batch,
-                self.device.info.facts.sm_count as usize,
-            ))),
+    /// The fixed-point recurrence a pass of `plan` runs instead of its cluster kernel: the
+    /// plan's `fixed_point` pick, unless [`CudaBackend::fixed_recurrence`] says `off` (none) or
+    /// names a kernel (that one, for any cluster plan with TF32 numerics: the kernels implement
+    /// TF32 mode only); none for a plan that is not a cluster plan.
+    fn fixed_recurrence_for(&self, plan: &Plan) -> Option<KernelId> {
+        plan.schedule.choice.cluster()?;
+        match self.fixed_recurrence {
+            Some(FixedRecurrence::Off) => None,
+            Some(FixedRecurrence::Kernel(id)) => {
+                plan.projection.choice.tf32_numerics().then_some(id)
+            }
+            Some(FixedRecurrence::Auto) | None => plan.fixed_point.choice.map(fixed_kernel_for),
         }
     }
 }
 
-/// The fixed-point kernel of an `auto` pick: the one-window integer-pipe kernel of that cluster
+/// The fixed-point kernel of a pick (`bilstm_core::fixed::pick`): the one-window integer-pipe kernel of that cluster
 /// size, the 4-window tensor-core kernel of that cluster size, or the 8-window tile kernel
 /// (`bilstm_recurrence_fixed8`, one CTA a tile), found by
 /// launch kind as [`cluster_kernel`] finds the planned ones (`fixed8` should a pick name a size
@@ -556,8 +557,8 @@ fn find_cluster_kernel(size: usize, windows: usize, fixed_point: bool) -> Option
 /// [`CudaError::Internal`] for a shape no kernel is built for (plans only pick those
 /// `bilstm_core::geometry::cluster_kernel_built` accepts).
 fn cluster_kernel(size: usize, windows: usize) -> Result<KernelId, CudaError> {
-    // The experimental fixed-point recurrences are launched as clusters but are never planned
-    // (FIXED_RECURRENCE_ENV forces them).
+    // The fixed-point recurrences are launched as clusters too; the plan's `fixed_point`
+    // decision (or FIXED_RECURRENCE_ENV) picks them, never the schedule.
     find_cluster_kernel(size, windows, false).ok_or_else(|| CudaError::Internal {
         what: format!("no cluster kernel of {size} CTAs and {windows} windows"),
     })

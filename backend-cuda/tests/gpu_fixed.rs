@@ -1,11 +1,13 @@
-//! GPU: the experimental fixed-point recurrences (`numerics.cuh` section 9: the tensor-core
-//! `bilstm_recurrence_fixed8`, `fixed8c2`, `fixed8c4` and the integer-pipe `fixed1c2`,
-//! `fixed1c4`, `fixed1c8`), forced on TF32 passes through the test
-//! hook `CudaBackend::set_fixed_recurrence` (as `BILSTM_FIXED_RECURRENCE` does): within TF32
-//! mode's budget of the f64 reference; every window's bits the same at batch 1, in partial and
-//! full tiles of every kernel, with the resident projection and TF32-rounded outputs of large
-//! batches; its bits are not the plan's (section 8's) kernels'; final states equal to the last
-//! outputs; a lost partner of the cluster kernels ends in `PartnerLost`; FP32 passes untouched.
+//! GPU: the fixed-point recurrences (`numerics.cuh` section 9, TF32 mode's recurrent product on
+//! GPUs with clusters: the tensor-core `bilstm_recurrence_fixed8`, `fixed8c2`, `fixed8c4`,
+//! `fixed4`, `fixed4c2`, `fixed4c4`, `fixed4c8` and the integer-pipe `fixed1c2`, `fixed1c4`,
+//! `fixed1c8`), each forced on TF32 passes through the test hook
+//! `CudaBackend::set_fixed_recurrence` (as `BILSTM_FIXED_RECURRENCE` does), and the plan's own
+//! pick: within TF32 mode's budget of the f64 reference; every window's bits the same at batch
+//! 1, in partial and full tiles of every kernel, with the resident projection and TF32-rounded
+//! outputs of large batches; the default TF32 pass gives these bits, the switch `off` section
+//! 8's (other bits); final states equal to the last outputs; a lost partner of the cluster
+//! kernels ends in `PartnerLost`; FP32 passes untouched.
 //! `small_fixed_pass_for_sanitizers` is the pass `scripts/gpu-run.sh` runs under
 //! compute-sanitizer. Compute capability 9.0 only (elsewhere each test says it is skipped).
 
@@ -52,22 +54,22 @@ fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBacken
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn only_the_ten_kernels_and_auto_are_named() {
+fn only_the_ten_kernels_auto_and_off_are_named() {
     let mut b = gpu();
-    for bad in ["", "2", "16", "32", "8c8", "1c16", "4c16", "fixed8", "Auto"] {
+    for bad in ["", "2", "16", "32", "8c8", "1c16", "4c16", "fixed8", "Auto", "Off"] {
         let e = b.set_fixed_recurrence(Some(bad)).expect_err("refused");
         assert_eq!(
             e.to_string(),
             format!(
-                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8 or auto)"
+                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, auto or off)"
             )
         );
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     }
-    for name in KERNELS {
+    for name in KERNELS.into_iter().chain(["off"]) {
         b.set_fixed_recurrence(Some(name)).expect(name);
     }
-    b.set_fixed_recurrence(None).expect("off");
+    b.set_fixed_recurrence(None).expect("the plan's pick");
 }
 
 /// Relative L2 against the f64 reference at 589 frames, batches 1, 8 and 33, within TF32
@@ -122,11 +124,16 @@ fn fixed_recurrence_bits_do_not_depend_on_the_batch_or_the_kernel() {
         .iter()
         .map(|&w| run_device(&mut b, &shape, &all[w * in_w..(w + 1) * in_w], 1))
         .collect();
+    // TF32 mode's default is these bits; the switch `off` gives section 8's, which differ (so
+    // the hook really ran).
     let mut planned = tf32_backend(&stack(&shape), 1, Overrides::default());
-    let plain = run_device(&mut planned, &shape, &all[..in_w], 1);
+    let default = run_device(&mut planned, &shape, &all[..in_w], 1);
+    assert_same_bits(&alone[0], &default, "fixed8 against TF32 mode's default, batch 1");
+    planned.set_fixed_recurrence(Some("off")).expect("off");
+    let section8 = run_device(&mut planned, &shape, &all[..in_w], 1);
     assert!(
-        first_difference(&plain, &alone[0]).is_some(),
-        "the fixed-point recurrence gave the plan's section-8 bits: did it run?"
+        first_difference(&section8, &alone[0]).is_some(),
+        "the fixed-point recurrence gave section 8's bits: did it run?"
     );
     let mut at_1024: Vec<Vec<f32>> = Vec::new();
     for name in KERNELS {
@@ -162,15 +169,16 @@ fn fixed_recurrence_bits_do_not_depend_on_the_batch_or_the_kernel() {
     }
 }
 
-/// `auto` runs, by batch, the kernel `bilstm_core::fixed::pick` names for this GPU's SMs (on the
-/// H200: 1c8 up to batch 6, 1c4 up to 12, 1c2 up to 33, 4c4 up to 48, 4c2 up to 132, fixed4 up
-/// to 264, then fixed8): with a CTA that never pushes (layer 1, forward, block 1: rank 1 of the
-/// first cluster) the lost partner names that kernel, and where a one-CTA kernel runs (`fixed4`,
+/// TF32 passes run, by batch, the kernel `bilstm_core::fixed::pick` names for this GPU's SMs
+/// (on the H200: 1c8 up to batch 6, 1c4 up to 12, 1c2 up to 33, 4c4 up to 48, 4c2 up to 132,
+/// fixed4 up to 264, then fixed8), by default (the plan's `fixed_point` decision) and with
+/// `auto`: with a CTA that never pushes (layer 1, forward, block 1: rank 1 of the first
+/// cluster) the lost partner names that kernel, and where a one-CTA kernel runs (`fixed4`,
 /// `fixed8`: nothing waits, the stall hook has no partner to starve) the pass completes; either
 /// way the backend reports the kernel that ran.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn auto_runs_the_kernel_its_rule_picks() {
+fn tf32_passes_run_the_kernel_the_rule_picks() {
     if no_fixed_recurrence_here() {
         return;
     }
@@ -179,61 +187,61 @@ fn auto_runs_the_kernel_its_rule_picks() {
     let batches = [1, 6, 7, 12, 13, 16, 33, 34, 64, 140, 300];
     let input = random_input(&shape, 300, INPUT_SEED);
     let in_w = shape.input_len(1).expect("shape");
-    let mut b = fixed_backend(&shape, 300, "auto");
-    b.set_spin_timeout(std::time::Duration::from_millis(200));
-    for batch in batches {
-        let want = match bilstm_core::fixed::pick(batch, sms) {
-            FixedPick::Simt { cluster_size: 8 } => Some("bilstm_recurrence_fixed1c8"),
-            FixedPick::Simt { cluster_size: 4 } => Some("bilstm_recurrence_fixed1c4"),
-            FixedPick::Simt { .. } => Some("bilstm_recurrence_fixed1c2"),
-            FixedPick::Quad { cluster_size: 4 } => Some("bilstm_recurrence_fixed4c4"),
-            FixedPick::Quad { cluster_size: 2 } => Some("bilstm_recurrence_fixed4c2"),
-            FixedPick::Quad { .. } => Some("bilstm_recurrence_fixed4"),
-            FixedPick::Tile => Some("bilstm_recurrence_fixed8"),
-        };
-        // The one-CTA kernels (fixed4, fixed8) have no partner to starve: they complete.
-        let one_cta = matches!(
-            bilstm_core::fixed::pick(batch, sms),
-            FixedPick::Quad { cluster_size: 1 } | FixedPick::Tile
-        );
-        b.inject_stall(Some(bilstm_cuda::StallInjection {
-            layer: 1,
-            direction: Direction::Forward,
-            block: 1,
-        }));
-        // Device-resident, so that the pass runs the whole batch (the host path splits large
-        // batches into chunks, each with its own pick).
-        let stream = b.stream().clone();
-        let d_in = stream.clone_htod(&input[..batch * in_w]).expect("upload");
-        let mut d_out = stream
-            .alloc_zeros::<f32>(shape.output_len(batch).expect("shape"))
-            .expect("alloc");
-        let got = match b.forward_device(&d_in, batch, &mut d_out) {
-            Ok(()) => None,
-            Err(bilstm_cuda::CudaError::PartnerLost {
-                kernel,
-                layer,
-                direction,
-                ..
-            }) => {
-                assert_eq!((layer, direction), (1, Direction::Forward), "batch {batch}");
-                Some(kernel)
-            }
-            Err(e) => panic!("batch {batch}: {e}"),
-        };
-        eprintln!(
-            "auto batch {batch}: {}",
-            got.unwrap_or("completed (a one-CTA kernel)")
-        );
-        assert_eq!(
-            got,
-            if one_cta { None } else { want },
-            "batch {batch} on {sms} SMs"
-        );
-        // What benchmarks report as the kernel that ran.
-        assert_eq!(b.last_fixed_recurrence(), want, "batch {batch}");
+    for setting in [None, Some("auto")] {
+        let mut b = tf32_backend(&stack(&shape), 300, Overrides::default());
+        b.set_fixed_recurrence(setting)
+            .unwrap_or_else(|e| panic!("{setting:?}: {e}"));
+        b.set_spin_timeout(std::time::Duration::from_millis(200));
+        for batch in batches {
+            let pick = bilstm_core::fixed::pick(batch, sms);
+            let want = format!("bilstm_recurrence_{}", pick.name());
+            // The one-CTA kernels (fixed4, fixed8) have no partner to starve: they complete.
+            let one_cta = matches!(pick, FixedPick::Quad { cluster_size: 1 } | FixedPick::Tile);
+            b.inject_stall(Some(bilstm_cuda::StallInjection {
+                layer: 1,
+                direction: Direction::Forward,
+                block: 1,
+            }));
+            // Device-resident, so that the pass runs the whole batch (the host path splits large
+            // batches into chunks, each with its own pick).
+            let stream = b.stream().clone();
+            let d_in = stream.clone_htod(&input[..batch * in_w]).expect("upload");
+            let mut d_out = stream
+                .alloc_zeros::<f32>(shape.output_len(batch).expect("shape"))
+                .expect("alloc");
+            let got = match b.forward_device(&d_in, batch, &mut d_out) {
+                Ok(()) => None,
+                Err(bilstm_cuda::CudaError::PartnerLost {
+                    kernel,
+                    layer,
+                    direction,
+                    ..
+                }) => {
+                    assert_eq!((layer, direction), (1, Direction::Forward), "batch {batch}");
+                    Some(kernel)
+                }
+                Err(e) => panic!("batch {batch}: {e}"),
+            };
+            eprintln!(
+                "{setting:?} batch {batch}: {}",
+                got.unwrap_or("completed (a one-CTA kernel)")
+            );
+            assert_eq!(
+                got,
+                (!one_cta).then_some(want.as_str()),
+                "{setting:?} batch {batch} on {sms} SMs"
+            );
+            // What benchmarks report as the kernel that ran, and what the plan says.
+            assert_eq!(
+                b.last_fixed_recurrence(),
+                Some(want.as_str()),
+                "{setting:?} batch {batch}"
+            );
+            let plan = b.last_forward().expect("summary").plan;
+            assert_eq!(plan.fixed_point.choice, Some(pick), "batch {batch}");
+        }
+        b.inject_stall(None);
     }
-    b.inject_stall(None);
 }
 
 /// `forward_with_state` with the fixed-point recurrence: the same output bits as `forward`,

@@ -256,9 +256,12 @@ fn cluster_windows(b: &CudaBackend) -> Option<usize> {
 /// and rounds them itself. Both must give the same bits: the rounding is the one the streaming
 /// projection applies, and each k-step's eight products reach the tensor cores in another order
 /// (natural against pairs), which must not change the sum. Batches 128
-/// and 256 with the 4- and 8-window quads forced (a host-memory forward is planned chunk by
-/// chunk, so left to itself it runs smaller clusters and the streaming projection), each also
-/// against the plan's own choice (a window's bits never depend on the kernels).
+/// and 256 with the 4- and 8-window quads' schedules forced (a host-memory forward is planned
+/// chunk by chunk, so left to itself it runs smaller clusters and the streaming projection),
+/// each also against the plan's own choice (a window's bits never depend on the kernels); once
+/// with the quads themselves (fixed-point switch `off`: section 8) and once with the plan's
+/// fixed-point pick behind the same schedule (section 9, TF32 mode's default: `fixed4c2` at 128,
+/// `fixed4` at 256 on the H200, storing TF32 outputs for the resident projection).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn resident_and_streaming_tf32_projections_give_the_same_bits() {
@@ -270,34 +273,41 @@ fn resident_and_streaming_tf32_projections_give_the_same_bits() {
     let max = 256;
     let input = random_input(&shape, max, INPUT_SEED);
     let in_w = shape.frames * shape.features;
-    for (batch, windows) in [(128, 4), (256, 8)] {
-        let part = &input[..batch * in_w];
-        let mut b = prepared_quads(&st, max, windows);
-        let resident = run(&mut b, &shape, part, batch);
-        assert_eq!(cluster_windows(&b), Some(windows));
-        b.set_resident_projection(false);
-        let streaming = run(&mut b, &shape, part, batch);
-        assert_same_bits(
-            &resident,
-            &streaming,
-            &format!(
-                "batch {batch}, {windows} windows a cluster: resident against streaming projection"
-            ),
-        );
-        // The plan's own choice must give the same bits again (whatever it picks).
-        b.set_overrides(Overrides::default())
-            .unwrap_or_else(|e| panic!("back to the plan: {e}"));
-        b.set_resident_projection(true);
-        let planned = run(&mut b, &shape, part, batch);
-        assert_same_bits(
-            &resident,
-            &planned,
-            &format!("batch {batch}: forced quads against the plan's own recurrence"),
-        );
-        eprintln!(
-            "batch {batch}: resident ({windows}-window quads) and streaming TF32 projections agree bit for bit, and with the plan's own choice ({:?} windows a cluster)",
-            cluster_windows(&b)
-        );
+    for setting in [Some("off"), None] {
+        for (batch, windows) in [(128, 4), (256, 8)] {
+            let part = &input[..batch * in_w];
+            let mut b = prepared_quads(&st, max, windows);
+            b.set_fixed_recurrence(setting)
+                .unwrap_or_else(|e| panic!("{setting:?}: {e}"));
+            let resident = run(&mut b, &shape, part, batch);
+            assert_eq!(cluster_windows(&b), Some(windows));
+            let fixed = b.last_fixed_recurrence();
+            assert_eq!(fixed.is_some(), setting.is_none(), "{setting:?}: {fixed:?}");
+            b.set_resident_projection(false);
+            let streaming = run(&mut b, &shape, part, batch);
+            assert_same_bits(
+                &resident,
+                &streaming,
+                &format!(
+                    "batch {batch}, {windows} windows a cluster ({fixed:?}): resident against streaming projection"
+                ),
+            );
+            // The plan's own choice must give the same bits again (whatever it picks).
+            b.set_overrides(Overrides::default())
+                .unwrap_or_else(|e| panic!("back to the plan: {e}"));
+            b.set_resident_projection(true);
+            let planned = run(&mut b, &shape, part, batch);
+            assert_same_bits(
+                &resident,
+                &planned,
+                &format!("batch {batch} ({fixed:?}): forced schedule against the plan's own"),
+            );
+            eprintln!(
+                "batch {batch} ({fixed:?}): resident ({windows}-window schedule) and streaming TF32 projections agree bit for bit, and with the plan's own choice ({:?} windows a cluster, {:?})",
+                cluster_windows(&b),
+                b.last_fixed_recurrence()
+            );
+        }
     }
 }
 
@@ -368,12 +378,15 @@ fn forced_recurrences(
     forced
 }
 
-/// TF32 mode's gate activations and recurrent dot (`numerics.cuh` sections 7 and 8: 8 chains
-/// of 16 terms) are every recurrence kernel's: with the plan's TF32 projection, every window of
-/// batch 33 (64 frames; partial last tiles and clusters) has, under each recurrence kind and
-/// window-tile forced, the bits it has run alone with the plan's own kernels (batch 1: the
-/// one-window cluster kernel on 9.0). A kernel left on FP32 mode's activations, or on its
-/// 16-chain dot, or whose lanes realised another tree, would differ in about every value.
+/// TF32 mode's bits are every recurrence kernel's, in both of its products. Section 8 (the
+/// fixed-point switch `off`; `numerics.cuh` sections 7 and 8: 8 chains of 16 terms): with the
+/// plan's TF32 projection, every window of batch 33 (64 frames; partial last tiles and clusters)
+/// has, under each recurrence kind and window tile forced, the bits it has run alone with the
+/// plan's own kernels (batch 1: the one-window cluster kernel on 9.0); a kernel left on FP32
+/// mode's activations, or on its 16-chain dot, or whose lanes realised another tree, would
+/// differ in about every value. Section 9 (the default on a GPU with clusters): the same with
+/// each cluster schedule forced (the plan's fixed-point pick runs behind each: `fixed1c2` at
+/// batch 33, `fixed1c8` alone on the H200), and the pass says which kernel ran.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_numerics_give_every_kernel_the_same_bits() {
@@ -383,37 +396,59 @@ fn tf32_numerics_give_every_kernel_the_same_bits() {
     let input = random_input(&shape, batch, INPUT_SEED + 7);
     let in_w = shape.frames * shape.features;
     let out_w = shape.frames * shape.output_width();
-    let mut b = tf32_backend(&st, batch, Overrides::default());
-    let mut alone = Vec::with_capacity(batch * out_w);
-    for w in 0..batch {
-        alone.extend(run(&mut b, &shape, &input[w * in_w..(w + 1) * in_w], 1));
-    }
-    let tile = b.last_forward().expect("summary").projection_tile;
-    assert!(tile.tf32_numerics(), "the plan's TF32 tile is {tile}");
-    let mut forced = vec![("auto".to_string(), Overrides::default())];
-    forced.extend(forced_recurrences(
-        &[
-            RecurrenceKind::Wide,
-            RecurrenceKind::Tiled,
-            RecurrenceKind::Resident,
-        ],
-        &[(2, 1), (4, 1), (2, 2), (2, 4), (2, 8), (2, 16)],
-    ));
-    for (name, overrides) in forced {
-        b.set_overrides(overrides)
-            .unwrap_or_else(|e| panic!("forcing {name}: {e}"));
-        let got = run(&mut b, &shape, &input, batch);
-        assert_eq!(
-            b.last_forward().expect("summary").projection_tile,
-            tile,
-            "{name}: the projection changed"
-        );
-        assert_same_bits(
-            &alone,
-            &got,
-            &format!("TF32, {name}, batch {batch} against each window alone"),
-        );
-        eprintln!("TF32 {name}: every window of batch {batch} has its batch-1 bits");
+    let clusters = gpu().device().facts.max_cluster_size >= 4;
+    let section8 = [
+        RecurrenceKind::Wide,
+        RecurrenceKind::Tiled,
+        RecurrenceKind::Resident,
+    ];
+    let settings: &[(Option<&str>, &[RecurrenceKind])] = if clusters {
+        &[(Some("off"), &section8), (None, &[])]
+    } else {
+        &[(None, &section8)]
+    };
+    for &(setting, kinds) in settings {
+        let mut b = tf32_backend(&st, batch, Overrides::default());
+        b.set_fixed_recurrence(setting)
+            .unwrap_or_else(|e| panic!("{setting:?}: {e}"));
+        let mut alone = Vec::with_capacity(batch * out_w);
+        for w in 0..batch {
+            alone.extend(run(&mut b, &shape, &input[w * in_w..(w + 1) * in_w], 1));
+        }
+        let alone_fixed = b.last_fixed_recurrence();
+        let tile = b.last_forward().expect("summary").projection_tile;
+        assert!(tile.tf32_numerics(), "the plan's TF32 tile is {tile}");
+        let mut forced = vec![("auto".to_string(), Overrides::default())];
+        forced.extend(forced_recurrences(
+            kinds,
+            &[(2, 1), (4, 1), (2, 2), (2, 4), (2, 8), (2, 16)],
+        ));
+        for (name, overrides) in forced {
+            b.set_overrides(overrides)
+                .unwrap_or_else(|e| panic!("forcing {name}: {e}"));
+            let got = run(&mut b, &shape, &input, batch);
+            assert_eq!(
+                b.last_forward().expect("summary").projection_tile,
+                tile,
+                "{name}: the projection changed"
+            );
+            let fixed = b.last_fixed_recurrence();
+            if setting.is_some() || !clusters {
+                assert_eq!(fixed, None, "{setting:?} {name}");
+            } else {
+                assert!(fixed.is_some(), "{name}: no fixed-point kernel ran");
+            }
+            assert_same_bits(
+                &alone,
+                &got,
+                &format!(
+                    "TF32 ({setting:?}), {name} ({fixed:?}), batch {batch} against each window alone ({alone_fixed:?})"
+                ),
+            );
+            eprintln!(
+                "TF32 ({setting:?}) {name} ({fixed:?}): every window of batch {batch} has its batch-1 bits ({alone_fixed:?})"
+            );
+        }
     }
 }
 
@@ -421,7 +456,8 @@ fn tf32_numerics_give_every_kernel_the_same_bits() {
 /// compute-sanitizer (`scripts/gpu-run.sh`'s `-tf32` groups run every test whose name starts
 /// with `small_tf32_pass_for_sanitizers`): batch 5, 17 frames, each kind and cluster shape the
 /// other two passes do not run forced in turn, each against the f64 reference within the TF32
-/// budget.
+/// budget, with the fixed-point switch `off` so that the section-8 cluster kernels run (the
+/// fixed-point kernels have `gpu_fixed`'s `small_fixed_pass_for_sanitizers`).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_tf32_pass_for_sanitizers_every_kind() {
@@ -436,6 +472,8 @@ fn small_tf32_pass_for_sanitizers_every_kind() {
     );
     for (_, overrides) in forced {
         let mut b = tf32_backend(&st, batch, overrides);
+        b.set_fixed_recurrence(Some("off"))
+            .unwrap_or_else(|e| panic!("the fixed-point switch: {e}"));
         let got = run(&mut b, &shape, &input, batch);
         let s = b.last_forward().expect("summary");
         assert!(
@@ -453,9 +491,11 @@ fn small_tf32_pass_for_sanitizers_every_kind() {
 }
 
 /// Issue 14 item 5 in TF32 mode: every window of batches 33, 128, 257 and 1024 (589 frames,
-/// the plan's own kernels, device-resident so that each batch is one pass with its own plan:
-/// two-window clusters, the 4- and 8-window quads with the resident projection) has the bits it
-/// has alone at batch 1 (the one-window cluster kernel and the streaming projection).
+/// the plan's own kernels, device-resident so that each batch is one pass with its own plan)
+/// has the bits it has alone at batch 1: with TF32 mode's default (section 9 on a GPU with
+/// clusters: `fixed1c2`, `fixed4c2`, `fixed4`, `fixed8` on the H200, `fixed1c8` alone) and with
+/// the fixed-point switch `off` (section 8: two-window clusters, the 4- and 8-window quads with
+/// the resident projection; the one-window cluster kernel alone).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tf32_every_window_of_a_large_batch_has_its_batch_one_bits() {
@@ -465,29 +505,36 @@ fn tf32_every_window_of_a_large_batch_has_its_batch_one_bits() {
     let all = random_input(&shape, big, INPUT_SEED + 11);
     let in_w = shape.frames * shape.features;
     let out_w = shape.frames * shape.output_width();
-    let mut b = tf32_backend(&st, big, Overrides::default());
-    let mut alone = Vec::with_capacity(big * out_w);
-    for w in 0..big {
-        alone.extend(run_device(
-            &mut b,
-            &shape,
-            &all[w * in_w..(w + 1) * in_w],
-            1,
-        ));
-    }
-    for batch in [33, 128, 257, 1024] {
-        let got = run_device(&mut b, &shape, &all, batch);
-        let windows = cluster_windows(&b);
-        let differ = differing_windows(&alone[..batch * out_w], &got, out_w, shape.output_width());
-        eprintln!(
-            "TF32 batch {batch} ({windows:?} windows a cluster): {} of {batch} windows differ from their batch-1 bits",
-            differ.len()
-        );
-        assert!(
-            differ.is_empty(),
-            "TF32 batch {batch}: {} windows differ, first {}",
-            differ.len(),
-            differ[0]
-        );
+    for setting in [None, Some("off")] {
+        let mut b = tf32_backend(&st, big, Overrides::default());
+        b.set_fixed_recurrence(setting)
+            .unwrap_or_else(|e| panic!("{setting:?}: {e}"));
+        let mut alone = Vec::with_capacity(big * out_w);
+        for w in 0..big {
+            alone.extend(run_device(
+                &mut b,
+                &shape,
+                &all[w * in_w..(w + 1) * in_w],
+                1,
+            ));
+        }
+        let alone_fixed = b.last_fixed_recurrence();
+        for batch in [33, 128, 257, 1024] {
+            let got = run_device(&mut b, &shape, &all, batch);
+            let windows = cluster_windows(&b);
+            let fixed = b.last_fixed_recurrence();
+            let differ =
+                differing_windows(&alone[..batch * out_w], &got, out_w, shape.output_width());
+            eprintln!(
+                "TF32 ({setting:?}) batch {batch} ({windows:?} windows a cluster, {fixed:?}; alone {alone_fixed:?}): {} of {batch} windows differ from their batch-1 bits",
+                differ.len()
+            );
+            assert!(
+                differ.is_empty(),
+                "TF32 ({setting:?}) batch {batch}: {} windows differ, first {}",
+                differ.len(),
+                differ[0]
+            );
+        }
     }
 }

@@ -1,6 +1,8 @@
-//! The fixed-point recurrent product (`kernels/cuda/numerics.cuh` section 9; the experimental
-//! `bilstm_recurrence_fixed*` kernels), as plain integer arithmetic: an executable statement
-//! of what those kernels compute for one gate row, and of the bounds their 32-bit sums rely on.
+//! The fixed-point recurrent product (`kernels/cuda/numerics.cuh` section 9: TF32 mode's
+//! recurrent product on devices with thread-block clusters, the `bilstm_recurrence_fixed*`
+//! kernels), as plain integer arithmetic: an executable statement of what those kernels compute
+//! for one gate row, and of the bounds their 32-bit sums rely on; and [`pick`], which of those
+//! kernels a batch runs (the plan's `fixed_point` decision).
 //!
 //! A row of R is scaled by `2^(15 - e)` ([`row_exponent`] of its largest magnitude) and rounded
 //! to a 16-bit integer ([`quantise`]); h to `rint(h 2^15)` ([`quantise_h`]). Each `q` splits as
@@ -172,11 +174,12 @@ pub fn a_t_from_offset_planes(q: &[i16], hq: &[i16]) -> Result<(i32, i32), CoreE
     Ok((a, t as i32))
 }
 
-/// Which fixed-point kernel the experimental `auto` setting runs for a batch: a one-window
-/// integer-pipe cluster kernel of `cluster_size` CTAs (`bilstm_recurrence_fixed1c8` / `1c4` /
-/// `1c2`), a 4-window tensor-core kernel (`bilstm_recurrence_fixed4c4` / `4c2` / `fixed4`), or
-/// the 8-window tensor-core kernel (`bilstm_recurrence_fixed8`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which fixed-point kernel a TF32 pass of a batch runs ([`pick`]; the plan's `fixed_point`
+/// decision): a one-window integer-pipe cluster kernel of `cluster_size` CTAs
+/// (`bilstm_recurrence_fixed1c8` / `1c4` / `1c2`), a 4-window tensor-core kernel
+/// (`bilstm_recurrence_fixed4c4` / `4c2` / `fixed4`), or the 8-window tensor-core kernel
+/// (`bilstm_recurrence_fixed8`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FixedPick {
     /// One window a cluster of this many CTAs, on the integer pipe.
     Simt {
@@ -202,9 +205,50 @@ impl FixedPick {
             FixedPick::Tile => (1, crate::geometry::FIXED_WINDOWS),
         }
     }
+
+    /// The kernel's name: its entry point after `bilstm_recurrence_` (`fixed1c8`, `fixed4c2`,
+    /// `fixed4`, `fixed8`; the names `BILSTM_FIXED_RECURRENCE` takes without the `fixed`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FixedPick::Simt { cluster_size: 8 } => "fixed1c8",
+            FixedPick::Simt { cluster_size: 4 } => "fixed1c4",
+            FixedPick::Simt { .. } => "fixed1c2",
+            FixedPick::Quad { cluster_size: 8 } => "fixed4c8",
+            FixedPick::Quad { cluster_size: 4 } => "fixed4c4",
+            FixedPick::Quad { cluster_size: 2 } => "fixed4c2",
+            FixedPick::Quad { .. } => "fixed4",
+            FixedPick::Tile => "fixed8",
+        }
+    }
 }
 
-/// The `auto` rule for `batch` windows on a GPU of `sms` SMs: both directions of every window (or
+impl core::fmt::Display for FixedPick {
+    /// The kernel's name and what it runs: `fixed4c2 (4-window tiles, 2-CTA clusters, tensor
+    /// cores)`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let name = self.name();
+        match *self {
+            FixedPick::Simt { cluster_size } => write!(
+                f,
+                "{name} (one window a {cluster_size}-CTA cluster, integer pipe)"
+            ),
+            FixedPick::Quad { cluster_size: 1 } => {
+                write!(f, "{name} (4-window tiles, one CTA a tile, tensor cores)")
+            }
+            FixedPick::Quad { cluster_size } => write!(
+                f,
+                "{name} (4-window tiles, {cluster_size}-CTA clusters, tensor cores)"
+            ),
+            FixedPick::Tile => write!(f, "{name} (8-window tiles, one CTA a tile, tensor cores)"),
+        }
+    }
+}
+
+/// The largest cluster a fixed-point kernel launches (`fixed1c8`, `fixed4c8`): a device runs
+/// TF32 mode's section 9 only where its portable cluster limit reaches this.
+pub const MAX_CLUSTER_SIZE: usize = 8;
+
+/// The rule for `batch` windows on a GPU of `sms` SMs: both directions of every window (or
 /// tile) run as one cluster each, one CTA an SM, in one wave. First the one-window kernels: the
 /// 8- and 4-CTA ones only while their CTAs take at most three quarters of the SMs
 /// (`2 batch S <= 3 sms / 4`), the 2-CTA one while they take at most all of them; then the

@@ -256,3 +256,52 @@ fn a_table_entry_is_a_device_query() {
     .expect("plans");
     assert_eq!(by_query, by_facts);
 }
+
+/// (device, the fixed-point kernel TF32 mode runs at each of [`BATCHES`]; `-` none) for every
+/// table GPU: section 9 (`bilstm_core::fixed::pick`) on the GPUs with thread-block clusters
+/// and a TF32 projection (h100, h200, b200; the 12.0 parts refuse the TF32 tile, so their TF32
+/// mode has FP32 numerics), none elsewhere (section 8), and never in FP32 mode. Changed on purpose in session 27 (issue
+/// 14): TF32 mode's recurrent product became section 9 where clusters exist (H200, same call as
+/// cuDNN TF32: batch 1024 10.71 ms against section 8's 21.30; bench/NOTES.md, session 26-27).
+const GOLDEN_FIXED: [(&str, [&str; 10]); 13] = [
+    ("t4", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("a10", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("a100", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("rtx3090", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("orin", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("l4", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("rtx4060ti", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("rtx4090", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    (
+        "h100",
+        ["fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2", "fixed4c2", "fixed4", "fixed8"],
+    ),
+    (
+        "h200",
+        ["fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2", "fixed4c2", "fixed4", "fixed8"],
+    ),
+    (
+        "b200",
+        ["fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2", "fixed4c2", "fixed4", "fixed8"],
+    ),
+    ("rtx5060ti", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+    ("rtx5090", ["-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]),
+];
+
+#[test]
+fn golden_fixed_point_kernels() {
+    let resources = KernelResources::nominal();
+    let shape = StackShape::pyannote();
+    for (name, picks) in GOLDEN_FIXED {
+        let entry = table::find(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+        for (batch, want) in BATCHES.into_iter().zip(picks) {
+            let fp32 = plan::select(&entry.facts, &resources, &shape, batch, MathMode::Fp32)
+                .unwrap_or_else(|e| panic!("{name} batch {batch}: {e}"));
+            assert_eq!(fp32.fixed_point.choice, None, "{name} batch {batch} fp32");
+            let p = plan::select(&entry.facts, &resources, &shape, batch, MathMode::Tf32)
+                .unwrap_or_else(|e| panic!("{name} batch {batch}: {e}"));
+            let got = p.fixed_point.choice.map_or("-", |f| f.name());
+            assert_eq!(got, want, "{name} batch {batch} tf32:\n{p}");
+        }
+    }
+}

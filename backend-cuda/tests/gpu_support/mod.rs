@@ -78,7 +78,9 @@ pub fn tf32_backend(
 
 /// A TF32 backend for `stack`'s shape and batches up to `max_batch` whose recurrence is the
 /// 2-CTA cluster kernel with `windows` windows a cluster (a register-quad kernel for 4 and 8),
-/// the warpgroup TF32 projection forced and the resident projection on.
+/// the warpgroup TF32 projection forced and the resident projection on, and the fixed-point
+/// switch `off` (so that the quads themselves run, with section 8's dot, not the plan's
+/// fixed-point pick; `set_fixed_recurrence(None)` brings the pick back).
 pub fn prepared_quads(stack: &OwnedStack, max_batch: usize, windows: usize) -> CudaBackend {
     let mut b = tf32_backend(
         stack,
@@ -91,6 +93,8 @@ pub fn prepared_quads(stack: &OwnedStack, max_batch: usize, windows: usize) -> C
         },
     );
     b.set_resident_projection(true);
+    b.set_fixed_recurrence(Some("off"))
+        .unwrap_or_else(|e| panic!("the fixed-point switch: {e}"));
     b
 }
 

@@ -48,6 +48,7 @@ use core::fmt;
 use crate::coop::CoopSchedule;
 use crate::device::{DeviceFacts, DeviceQuery};
 use crate::error::{CoreError, checked_mul};
+use crate::fixed::{self, FixedPick};
 use crate::geometry::{
     BLOCK_THREADS, CLUSTER_SIZES, CLUSTER_THREADS, CLUSTER_TILE_DYNAMIC_SHARED,
     CLUSTER_TILE_WINDOWS, HIDDEN, PROJ_K_TILE, PROJ_LARGE_TILE, PROJ_SMALL_TILE,
@@ -63,7 +64,7 @@ pub use projection::{
     TF32X3_LARGE_MIN_ROWS, Tf32Refusal, WGMMA_ARCHITECTURES, check_forced_projection,
     choose_projection_tile, tf32x3_tile_for, tf32x3_tile_for_rows, wgmma_available,
 };
-pub use reason::Reason;
+pub use reason::{FixedPointRefusal, Reason};
 pub use recurrence::{
     CLUSTER_MIN_COMPUTE_CAPABILITY, CLUSTER_ONE_WAVE_SIZE, CLUSTER_WAVE_LAYER_US,
     CLUSTER_WAVES_SIZE, CapacitySource, ClusterCapacity, ClusterRefusal, ClusterWindows,
@@ -610,12 +611,16 @@ pub struct Plan {
     pub projection: Decision<ProjectionTile>,
     /// Its occupancy.
     pub projection_occupancy: Occupancy,
+    /// The fixed-point recurrence (`numerics.cuh` section 9) that runs instead of the cluster
+    /// kernel the schedule names, for TF32 numerics on a device with clusters
+    /// ([`choose_fixed_point`]); `None` where the plan's recurrence runs with its own product.
+    pub fixed_point: Decision<Option<FixedPick>>,
 }
 
 /// One line of [`Plan::explain`]: a decision's name and its reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExplainLine<'a> {
-    /// `"recurrence"`, `"schedule"`, `"streams"` or `"projection"`.
+    /// `"recurrence"`, `"schedule"`, `"streams"`, `"projection"` or `"fixed point"`.
     pub decision: &'static str,
     /// Why it came out as it did.
     pub reason: &'a Reason,
@@ -666,7 +671,7 @@ impl Plan {
     }
 
     /// One line per decision, in the order they were made.
-    pub fn explain(&self) -> [ExplainLine<'_>; 4] {
+    pub fn explain(&self) -> [ExplainLine<'_>; 5] {
         [
             ExplainLine {
                 decision: "recurrence",
@@ -683,6 +688,10 @@ impl Plan {
             ExplainLine {
                 decision: "projection",
                 reason: &self.projection.reason,
+            },
+            ExplainLine {
+                decision: "fixed point",
+                reason: &self.fixed_point.reason,
             },
         ]
     }
@@ -854,6 +863,7 @@ pub fn select_with(
         None => choose_projection_tile(facts, resources, rows, math)?,
     };
     let projection_occupancy = blocks_per_sm(facts, resources.projection(projection.choice));
+    let fixed_point = choose_fixed_point(facts, kind, projection.choice, batch);
 
     Ok(Plan {
         batch,
@@ -867,5 +877,44 @@ pub fn select_with(
         concurrent_directions,
         projection,
         projection_occupancy,
+        fixed_point,
     })
+}
+
+/// TF32 mode's recurrent product: on a device with thread-block clusters, where the pass has TF32
+/// numerics (a TF32 projection tile) and the recurrence is the cluster kind, section 9's exact
+/// fixed-point sums on the kernel [`fixed::pick`] names for `batch` and the device's SMs (its
+/// bits are the same in every fixed-point kernel and at every batch, so the pick never changes a
+/// window's output); else none, and the plan's recurrence keeps its own product (FP32 numerics:
+/// section 1; TF32 numerics without clusters, or a non-cluster kind: section 8).
+///
+/// H200 (session 26, TF32, 589 frames, one call with cuDNN TF32): batch 1 1.09 ms against
+/// section 8's 1.13, 34 1.85 against 2.26, 128 2.41 against 3.14, 256 3.20 against 5.37, 1024
+/// 10.71 against 21.30 (cuDNN TF32 71.5); batches 7-33 1.33-1.79 against 1.19-1.53 (bench/NOTES.md,
+/// sessions 26-27).
+pub fn choose_fixed_point(
+    facts: &DeviceFacts,
+    kind: RecurrenceKind,
+    tile: ProjectionTile,
+    batch: usize,
+) -> Decision<Option<FixedPick>> {
+    let refuse = |why| Decision {
+        choice: None,
+        reason: Reason::NoFixedPoint(why),
+    };
+    if !tile.tf32_numerics() {
+        return refuse(FixedPointRefusal::Fp32Numerics);
+    }
+    if (facts.max_cluster_size as usize) < fixed::MAX_CLUSTER_SIZE {
+        return refuse(FixedPointRefusal::NoClusters);
+    }
+    if kind != RecurrenceKind::Cluster {
+        return refuse(FixedPointRefusal::Kind(kind));
+    }
+    let sms = facts.sm_count as usize;
+    let pick = fixed::pick(batch, sms);
+    Decision {
+        choice: Some(pick),
+        reason: Reason::FixedPoint { pick, batch, sms },
+    }
 }

@@ -1,6 +1,7 @@
 //! The plan table: one `Display` for the rows `bilstm plan` and `examples/plan.rs` print, so the
 //! two never disagree: device, compute capability, SMs, recurrence kernel, schedule, projection
-//! tile, and with `explain` one line per decision ([`Plan::explain`]).
+//! tile (and the fixed-point kernel where TF32 mode runs one), and with `explain` one line per
+//! decision ([`Plan::explain`]).
 //!
 //! ```
 //! use bilstm_core::{MathMode, StackShape, device::table, plan};
@@ -79,6 +80,9 @@ impl fmt::Display for PlanRow<'_> {
                     schedule.as_str(),
                     p.projection.choice
                 )?;
+                if let Some(pick) = p.fixed_point.choice {
+                    write!(f, ", section 9 on {}", pick.name())?;
+                }
                 if self.explain {
                     for line in p.explain() {
                         write!(f, "\n    {line}")?;

@@ -233,9 +233,30 @@ fn check_invariants(name: &str, facts: &DeviceFacts, resources: &KernelResources
         }
     }
 
+    // TF32 numerics on a device with clusters and the cluster recurrence: section 9 on the
+    // kernel fixed::pick names for the batch and the SMs (never a batch-dependent product
+    // otherwise); else no fixed-point kernel, saying why.
+    let want_fixed = (tile.tf32_numerics()
+        && facts.max_cluster_size as usize >= crate::fixed::MAX_CLUSTER_SIZE
+        && plan.recurrence.choice == RecurrenceKind::Cluster)
+        .then(|| crate::fixed::pick(plan.batch, facts.sm_count as usize));
+    assert_eq!(plan.fixed_point.choice, want_fixed, "{ctx}");
+    assert_eq!(
+        matches!(plan.fixed_point.reason, Reason::FixedPoint { .. }),
+        want_fixed.is_some(),
+        "{ctx}"
+    );
+    if plan.math == MathMode::Fp32 {
+        assert_eq!(
+            plan.fixed_point.reason,
+            Reason::NoFixedPoint(super::FixedPointRefusal::Fp32Numerics),
+            "{ctx}"
+        );
+    }
+
     // One line per decision, each naming something.
     let text = plan.to_string();
-    assert_eq!(text.lines().count(), 4, "{ctx}: {text}");
+    assert_eq!(text.lines().count(), 5, "{ctx}: {text}");
     assert!(text.lines().all(|l| l.len() > 20), "{ctx}: {text}");
 }
 
