@@ -35,9 +35,10 @@
 #   determinism  GPU tests: repeated runs, dirty workspaces, both projection tiles, wide schedules
 #   tf32         GPU tests of the TF32 projection (when built)
 #   tf32x3       GPU tests of the 3xTF32 (FP32-accurate) projection (when built)
-#   fixed        GPU tests of the experimental fixed-point recurrences (tensor-core fixed8*
-#                and fixed4*, integer-pipe fixed1c*, `auto`; TF32 passes through the test hook;
-#                compute-sanitizer runs their small pass too)
+#   fixed        GPU tests of the fixed-point recurrences (TF32 mode's section 9 on 9.0:
+#                tensor-core fixed8* and fixed4*, integer-pipe fixed1c*, the plan's pick and
+#                `auto`; each kernel forced through the test hook; compute-sanitizer runs their
+#                small pass too)
 #   cpu-unit / nvrtc / unavailable   the library's unit tests, NVRTC compile + ptxas, no-GPU test
 #   abbits       (with bin/bilstm-old, from gpu-bundle's BILSTM_BUNDLE_AB=REV) CLI checksums of
 #                this tree against the other at batches 1, 33, 256, 1024, FP32 and TF32; fails on

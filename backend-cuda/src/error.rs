@@ -126,7 +126,7 @@ pub enum CudaError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A setting named a value that does not exist (an experimental switch given an unknown
+    /// A setting named a value that does not exist (a measurement switch given an unknown
     /// name, say). Kind [`ErrorKind::InvalidInput`].
     #[error("{setting}: no such value {value:?} (expected {expected})")]
     UnknownSetting {

@@ -536,7 +536,7 @@ fn fixed_kernel_for(pick: FixedPick) -> KernelId {
 }
 
 /// The kernel of [`bilstm_kernels::ALL`] launched as clusters of `size` CTAs running `windows`
-/// windows each, among the experimental fixed-point recurrences (`fixed_point`) or the others.
+/// windows each, among the fixed-point recurrences (`fixed_point`) or the others.
 fn find_cluster_kernel(size: usize, windows: usize, fixed_point: bool) -> Option<KernelId> {
     bilstm_kernels::ALL
         .into_iter()

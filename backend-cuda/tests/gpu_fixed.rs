@@ -56,7 +56,9 @@ fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBacken
 #[ignore = "needs a CUDA GPU"]
 fn only_the_ten_kernels_auto_and_off_are_named() {
     let mut b = gpu();
-    for bad in ["", "2", "16", "32", "8c8", "1c16", "4c16", "fixed8", "Auto", "Off"] {
+    for bad in [
+        "", "2", "16", "32", "8c8", "1c16", "4c16", "fixed8", "Auto", "Off",
+    ] {
         let e = b.set_fixed_recurrence(Some(bad)).expect_err("refused");
         assert_eq!(
             e.to_string(),
@@ -128,7 +130,11 @@ fn fixed_recurrence_bits_do_not_depend_on_the_batch_or_the_kernel() {
     // the hook really ran).
     let mut planned = tf32_backend(&stack(&shape), 1, Overrides::default());
     let default = run_device(&mut planned, &shape, &all[..in_w], 1);
-    assert_same_bits(&alone[0], &default, "fixed8 against TF32 mode's default, batch 1");
+    assert_same_bits(
+        &alone[0],
+        &default,
+        "fixed8 against TF32 mode's default, batch 1",
+    );
     planned.set_fixed_recurrence(Some("off")).expect("off");
     let section8 = run_device(&mut planned, &shape, &all[..in_w], 1);
     assert!(

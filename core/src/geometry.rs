@@ -116,7 +116,7 @@ pub const QUAD_PIECE_FLOATS: usize = 2 * DOT_CHAIN_TERMS + 4;
 /// The register quads: floats of one window's hidden state in the shared slots.
 pub const QUAD_H_ROW_FLOATS: usize = QUAD_GROUP_LANES * QUAD_PIECE_FLOATS;
 
-/// The fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8`, experimental): threads of
+/// The fixed-point tensor-core recurrence (`bilstm_recurrence_fixed8`): threads of
 /// a tile's CTAs together (one CTA; `FIXED_THREADS / S` each in the S-CTA cluster kernels), 16
 /// warps, each owning 8 units (two m16 tiles of gate rows, R as A fragments in 64 registers a
 /// thread). H200, 2026-12-03 session 23 (TF32, 589 frames, medians
@@ -130,7 +130,7 @@ pub const FIXED_WINDOWS: usize = 8;
 /// (128 units padded by 16: rows 36 words apart, so the 8 rows of an `ldmatrix` phase hit
 /// distinct banks).
 pub const FIXED_H_ROW_BYTES: usize = HIDDEN + 16;
-/// The fixed-point recurrence's 4-window tiles (`bilstm_recurrence_fixed4*`, experimental):
+/// The fixed-point recurrence's 4-window tiles (`bilstm_recurrence_fixed4*`):
 /// windows a tile, whose two byte planes each make the 8 columns of the `mma.m16n8k32` N.
 pub const FIXED4_WINDOWS: usize = 4;
 

@@ -232,11 +232,14 @@ pub enum MathMode {
     /// FP32 everywhere (the default).
     #[default]
     Fp32,
-    /// Input projections on tensor cores with TF32 operands where the plan allows it; the
-    /// recurrent products stay FP32, and where the projection is a TF32 tile the recurrences'
-    /// sigmoid and tanh are the GPU's `ex2` and reciprocal estimates (errors of a few 1e-7,
-    /// against TF32's 1e-3) and each recurrent dot is 8 FP32 FMA chains of 16 terms instead of
-    /// 16 of 8 (`ProjectionTile::tf32_numerics` in `plan::projection`).
+    /// Input projections on tensor cores with TF32 operands where the plan allows it; where the
+    /// projection is a TF32 tile the recurrences' sigmoid and tanh are the GPU's `ex2` and
+    /// reciprocal estimates (errors of a few 1e-7, against TF32's 1e-3)
+    /// (`ProjectionTile::tf32_numerics` in `plan::projection`), and the recurrent products are,
+    /// on GPUs with thread-block clusters, exact 16-bit fixed-point sums (`numerics.cuh`
+    /// section 9, [`crate::fixed`]; the plan's `fixed_point` decision), elsewhere 8 FP32 FMA
+    /// chains of 16 terms instead of 16 of 8 (section 8). Either way a window's bits never
+    /// depend on the batch or the kernel; section 9's differ from section 8's.
     Tf32,
 }
 

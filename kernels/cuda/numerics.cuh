@@ -38,7 +38,9 @@
 //    (bench/NOTES.md, session 19). Every recurrence kernel computes them exactly so, so TF32
 //    mode's bits do not depend on the kernel or the batch either; FP32 mode never uses them.
 //
-// 8. TF32 mode's recurrent dot product (FAST = true): BILSTM_TF32_DOT_CHAINS = 8 partial chains
+// 8. TF32 mode's recurrent dot product where no fixed-point kernel runs (FAST = true; devices
+//    without clusters, non-cluster recurrences, and BILSTM_FIXED_RECURRENCE=off; on devices with
+//    clusters TF32 mode's plans run section 9 instead): BILSTM_TF32_DOT_CHAINS = 8 partial chains
 //    of BILSTM_TF32_DOT_CHAIN_TERMS = 16 terms; chain m covers k = 16m .. 16m+15 in ascending k,
 //    starting from 0.0f (bl_dot_chain<16>), and the 8 chains are summed by the fixed pairwise
 //    tree
@@ -305,8 +307,10 @@ __device__ __forceinline__ float bl_output_value(float h, bl_u32 to_tf32) {
     return out;
 }
 
-// 9. The fixed-point recurrent product (bilstm_recurrence_fixed*, experimental, not yet planned:
-//    TF32 mode's plans still run section 8): each row r of R is scaled by 2^(15 - e_r),
+// 9. The fixed-point recurrent product (bilstm_recurrence_fixed*): TF32 mode's recurrent product
+//    on devices with thread-block clusters (compute capability 9.0 and later; the plan's
+//    fixed_point decision, bilstm_core::plan::choose_fixed_point, since session 27): each row r
+//    of R is scaled by 2^(15 - e_r),
 //    e_r = bl_fx_row_exponent(max_k |R[r][k]|), and rounded to a 16-bit integer q
 //    (bl_fx_quantise); h is rounded to q_h = rint(h 2^15), at most 32767 in magnitude
 //    (bl_fx_quantise_h). Both split into a signed high byte and an unsigned low byte

@@ -12,8 +12,9 @@
 //   W = 1) and bilstm_recurrence_cluster2w2 (S = 2, W = 2), R in registers; the register quads
 //   bilstm_recurrence_cluster2w4 and 2w8 (S = 2, W = 4 and 8, R in registers, see "The
 //   four-window register kernels" below); the window tile bilstm_recurrence_cluster2w16 (S = 2,
-//   W = 16, R in shared memory, see "The window-tile kernels" below); the experimental
-//   fixed-point recurrences (TF32 mode only, never planned): the tensor-core
+//   W = 16, R in shared memory, see "The window-tile kernels" below); the fixed-point
+//   recurrences (TF32 mode only; the plan's fixed_point decision picks them where clusters
+//   exist, numerics.cuh section 9): the tensor-core
 //   bilstm_recurrence_fixed8 / fixed8c2 / fixed8c4 (their own contract is at "The fixed-point
 //   tensor-core recurrence" below) and fixed4 / fixed4c2 / fixed4c4 / fixed4c8 (at "The
 //   fixed-point tensor-core recurrence of 4-window tiles"), and the integer-pipe
@@ -1255,7 +1256,7 @@ __device__ __forceinline__ void bl_recurrence_cluster_quad(const bl_recurrence_c
     }
 }
 
-// ---- The fixed-point tensor-core recurrence (bilstm_recurrence_fixed*; experimental) -----------
+// ---- The fixed-point tensor-core recurrence (bilstm_recurrence_fixed8 / 8c2 / 8c4) --------------
 // Launch contract (the file's, with these differences): a cluster of S CTAs per direction and
 // tile of W = 8 windows: fixed8 (S = 1), fixed8c2 (S = 2), fixed8c4 (S = 4) (a 16-window
 // one-CTA kernel, measured 2 % faster than fixed8 at batch 1024 in session 23, was dropped: at
@@ -1665,7 +1666,7 @@ BL_FX_DP4A(bl_fx_dp4a_us, "u32", "s32")
 BL_FX_DP4A(bl_fx_dp4a_uu, "u32", "u32")
 #undef BL_FX_DP4A
 
-// ---- The fixed-point tensor-core recurrence of 4-window tiles (bilstm_recurrence_fixed4*; experimental) ----
+// ---- The fixed-point tensor-core recurrence of 4-window tiles (bilstm_recurrence_fixed4*) -------
 // numerics.cuh section 9 (the same bits as fixed8 and fixed1c*) on the tensor cores for small
 // and middle batches: a tile of W = 4 windows a cluster of S CTAs (fixed4: S = 1, fixed4c2 /
 // 4c4 / 4c8: S = 2 / 4 / 8), BILSTM_FIXED_THREADS / S threads a CTA, 8 units a warp. The MMA's
@@ -1942,7 +1943,7 @@ __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster
     bl_fx_tile_end<S>(p, rank, tid, direction, first_window, valid, frames, bar0, step, timed_out, aborted);
 }
 
-// ---- The SIMT fixed-point recurrence (bilstm_recurrence_fixed1c2 / 1c4 / 1c8; experimental) ----
+// ---- The SIMT fixed-point recurrence (bilstm_recurrence_fixed1c2 / 1c4 / 1c8) ------------------
 // numerics.cuh section 9 on the integer pipe, for small batches: the one-window cluster kernels'
 // structure (bl_recurrence_cluster<S, 1, true>: S CTAs of BILSTM_CLUSTER_THREADS threads per
 // direction and window, 8-lane row groups, lane j holding terms 16 j .. 16 j + 15 of its

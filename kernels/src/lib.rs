@@ -426,11 +426,12 @@ pub const RECURRENCE_CLUSTER2W16: Kernel = cluster_tile(
     2,
 );
 
-/// `bilstm_recurrence_fixed8` (experimental, never planned: see the backend's
-/// `FIXED_RECURRENCE_ENV`): all steps of both directions of one layer in TF32 mode, one CTA per
-/// tile of 8 windows and direction (launched as clusters of one CTA), R as 16-bit fixed point in
-/// registers and the recurrent products as exact integer sums on the tensor cores
-/// (`numerics.cuh` section 9, not TF32 mode's section 8: other bits than every other kernel's).
+/// `bilstm_recurrence_fixed8` (TF32 mode's recurrence at large batches where the plan's
+/// `fixed_point` decision picks it, `bilstm_core::fixed::pick`): all steps of both directions of
+/// one layer in TF32 mode, one CTA per tile of 8 windows and direction (launched as clusters of
+/// one CTA), R as 16-bit fixed point in registers and the recurrent products as exact integer
+/// sums on the tensor cores (`numerics.cuh` section 9, not section 8: other bits than the
+/// section-8 kernels').
 /// Grid `2 * ceil(batch / 8)` CTAs of `FIXED_THREADS` (512) threads, no dynamic shared memory,
 /// [`params::RecurrenceClusterParams`] (`tf32_numerics` must be set: FP32 mode traps). Nothing
 /// waits on another CTA. Compute capability 9.0 or later.
@@ -461,7 +462,7 @@ pub const RECURRENCE_FIXED8C4: Kernel = fixed_kernel(
     geometry::FIXED_WINDOWS,
 );
 
-/// `bilstm_recurrence_fixed1c2` (experimental, never planned): the fixed-point recurrence
+/// `bilstm_recurrence_fixed1c2` (picked by `bilstm_core::fixed::pick`): the fixed-point recurrence
 /// (`numerics.cuh` section 9, the same bits as [`RECURRENCE_FIXED8`]) with its products on the
 /// integer pipe (`dp4a` on bytes of R and h) in the one-window cluster kernels' structure: one
 /// window a 2-CTA cluster of `CLUSTER_THREADS` (256) threads, grid `2 * batch * 2` CTAs, no
@@ -500,7 +501,7 @@ pub const RECURRENCE_FIXED1C8: Kernel = Kernel {
     )
 };
 
-/// `bilstm_recurrence_fixed4` (experimental, never planned): the fixed-point recurrence
+/// `bilstm_recurrence_fixed4` (picked by `bilstm_core::fixed::pick`): the fixed-point recurrence
 /// (`numerics.cuh` section 9, the same bits as [`RECURRENCE_FIXED8`]) on the tensor cores for
 /// tiles of 4 windows: the `mma.m16n8k32` columns are each window's two byte planes of h (the
 /// low byte stored less 128, a signed byte; the row's constant added back exactly), so one s8
@@ -665,7 +666,9 @@ pub const PROJECTION_TF32_RESIDENT: Kernel = Kernel {
 };
 
 impl KernelId {
-    /// Whether this is one of the experimental fixed-point recurrences (never planned).
+    /// Whether this is one of the fixed-point recurrences (`numerics.cuh` section 9: TF32
+    /// mode's recurrence where clusters exist, picked by the plan's `fixed_point` decision,
+    /// never by its schedule).
     pub const fn is_fixed_point(self) -> bool {
         matches!(
             self,
