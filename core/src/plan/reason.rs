@@ -484,7 +484,8 @@ impl fmt::Display for Reason {
                 "{}: TF32 mode on {major}.{minor}, where upstream saw no accuracy loss (it did on 8.9 \
                  and 12.0); warpgroup MMA (WGMMA_ARCHITECTURES): faster than the mma.sync TF32 \
                  tile at every batch measured; the recurrences take TF32 mode's gate \
-                 activations and 8-chain dot (ProjectionTile::tf32_numerics)",
+                 activations and recurrent product (ProjectionTile::tf32_numerics; which product: \
+                 the fixed-point line)",
                 ProjectionTile::Tf32Wgmma
             ),
             Reason::Tf32Allowed {
@@ -493,7 +494,8 @@ impl fmt::Display for Reason {
                 f,
                 "{}: TF32 mode on {major}.{minor}, where upstream saw no accuracy loss (it did on 8.9 \
                  and 12.0); the recurrences take TF32 mode's gate activations \
-                 and 8-chain dot (ProjectionTile::tf32_numerics)",
+                 and recurrent product (ProjectionTile::tf32_numerics; which product: the \
+                 fixed-point line)",
                 ProjectionTile::Tf32
             ),
             Reason::Tf32Refused {
