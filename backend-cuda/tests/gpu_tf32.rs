@@ -260,8 +260,9 @@ fn cluster_windows(b: &CudaBackend) -> Option<usize> {
 /// chunk by chunk, so left to itself it runs smaller clusters and the streaming projection),
 /// each also against the plan's own choice (a window's bits never depend on the kernels); once
 /// with the quads themselves (fixed-point switch `off`: section 8) and once with the plan's
-/// fixed-point pick behind the same schedule (section 9, TF32 mode's default: `fixed4c2` at 128,
-/// `fixed4` at 256 on the H200, storing TF32 outputs for the resident projection).
+/// fixed-point pick behind the same schedule (section 9, TF32 mode's default: `fixed4c2` on the
+/// H200 at 128, and at 256 too, whose host pass runs in chunks of 128; storing TF32 outputs
+/// for the resident projection).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn resident_and_streaming_tf32_projections_give_the_same_bits() {

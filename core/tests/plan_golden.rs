@@ -284,21 +284,21 @@ const GOLDEN_FIXED: [(&str, [&str; 10]); 13] = [
     (
         "h100",
         [
-            "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2",
+            "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2",
             "fixed4c2", "fixed4", "fixed8",
         ],
     ),
     (
         "h200",
         [
-            "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2",
+            "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2",
             "fixed4c2", "fixed4", "fixed8",
         ],
     ),
     (
         "b200",
         [
-            "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c4", "fixed1c4", "fixed1c2", "fixed1c2",
+            "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c2", "fixed1c2",
             "fixed4c2", "fixed4", "fixed8",
         ],
     ),
