@@ -525,10 +525,10 @@ impl CudaBackend {
     }
 }
 
-/// The fixed-point kernel of a pick (`bilstm_core::fixed::pick`): the one-window integer-pipe kernel of that cluster
-/// size, the 4-window tensor-core kernel of that cluster size, or the 8-window tile kernel
-/// (`bilstm_recurrence_fixed8`, one CTA a tile), found by
-/// launch kind as [`cluster_kernel`] finds the planned ones (`fixed8` should a pick name a size
+/// The fixed-point kernel of a pick (`bilstm_core::fixed::pick`): the one-window integer-pipe
+/// kernel of that cluster size, the 4-window tensor-core kernel of that cluster size, or the
+/// 8-window tile kernel (`bilstm_recurrence_fixed8`, one CTA a tile), found by launch kind as
+/// [`cluster_kernel`] finds the scheduled ones (`fixed8` should a pick name a size
 /// no kernel has; the unit test below checks that none does).
 fn fixed_kernel_for(pick: FixedPick) -> KernelId {
     let (size, windows) = pick.launch();

@@ -888,10 +888,10 @@ pub fn select_with(
 /// window's output); else none, and the plan's recurrence keeps its own product (FP32 numerics:
 /// section 1; TF32 numerics without clusters, or a non-cluster kind: section 8).
 ///
-/// H200 (session 26, TF32, 589 frames, one call with cuDNN TF32): batch 1 1.09 ms against
-/// section 8's 1.13, 34 1.85 against 2.26, 128 2.41 against 3.14, 256 3.20 against 5.37, 1024
-/// 10.71 against 21.30 (cuDNN TF32 71.5); batches 7-33 1.33-1.79 against 1.19-1.53 (bench/NOTES.md,
-/// sessions 26-27).
+/// H200 (session 27 call 1, TF32, 589 frames, one call with cuDNN TF32, ms): batch 1 1.10
+/// against section 8's 1.15, 34 1.85 against 2.27, 128 2.42 against 3.16, 256 3.21 against
+/// 5.39, 1024 10.75-10.84 against 21.32-21.36 (cuDNN TF32 72.0); slower only at batches 8-33,
+/// 1.34-1.80 against 1.20-1.53 (call 5; bench/NOTES.md, session 27).
 pub fn choose_fixed_point(
     facts: &DeviceFacts,
     kind: RecurrenceKind,

@@ -520,8 +520,8 @@ impl fmt::Display for Reason {
                 f,
                 "{pick}: TF32 mode's section 9 (exact fixed-point recurrent products, the same bits \
                  in every kernel and at every batch), picked for {batch} window{} on {sms} SMs \
-                 (H200 session 26, ms: batch 1 1.09 vs section 8's 1.13, 128 2.41 vs 3.14, 1024 \
-                 10.71 vs 21.30)",
+                 (H200 session 27, ms: batch 1 1.10 vs section 8's 1.15, 128 2.42 vs 3.16, 1024 \
+                 10.75 vs 21.32)",
                 plural(batch)
             ),
             Reason::NoFixedPoint(why) => write!(f, "none: {why}"),
