@@ -39,8 +39,9 @@
 //    mode's bits do not depend on the kernel or the batch either; FP32 mode never uses them.
 //
 // 8. TF32 mode's recurrent dot product where no fixed-point kernel runs (FAST = true; devices
-//    without clusters, non-cluster recurrences, and BILSTM_FIXED_RECURRENCE=off; on devices with
-//    clusters TF32 mode's plans run section 9 instead): BILSTM_TF32_DOT_CHAINS = 8 partial chains
+//    without clusters, non-cluster recurrences, and the backend's fixed-point switch set to
+//    off; on devices with clusters TF32 mode's plans run section 9 instead):
+//    BILSTM_TF32_DOT_CHAINS = 8 partial chains
 //    of BILSTM_TF32_DOT_CHAIN_TERMS = 16 terms; chain m covers k = 16m .. 16m+15 in ascending k,
 //    starting from 0.0f (bl_dot_chain<16>), and the 8 chains are summed by the fixed pairwise
 //    tree
