@@ -171,19 +171,21 @@ pub const RESIDENT_PROJECTION_ENV: &str = "BILSTM_PROJ_RESIDENT";
 /// run the fixed-point recurrence (`numerics.cuh` section 9) the plan picks
 /// (`Plan::fixed_point`, `bilstm_core::fixed::pick`); set to `off`, they run the plan's cluster
 /// kernel with section 8's FP32 dot instead (other bits: the section-8 kernels' A/B and test
-/// switch), or to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`, `4`, `4c2`, `4c4` or `4c8`, that
+/// switch), or to `8`, `8c2`, `8c4`, `1c2`, `1c4`, `1c8`, `4`, `4c2`, `4c4`, `4c8`, `2c4` or `2c8`, that
 /// fixed-point kernel at every batch: the tensor-core `bilstm_recurrence_fixed8` (8 windows a
 /// CTA), `fixed8c2` / `fixed8c4` (8 windows a 2- / 4-CTA cluster), the integer-pipe
 /// `bilstm_recurrence_fixed1c2` / `fixed1c4` / `fixed1c8` (one window a 2- / 4- / 8-CTA cluster),
 /// or the tensor-core 4-window tiles `bilstm_recurrence_fixed4` (one CTA) / `fixed4c2` /
-/// `fixed4c4` / `fixed4c8` (2- / 4- / 8-CTA clusters), all with the same bits; `auto` (or no
+/// `fixed4c4` / `fixed4c8` (2- / 4- / 8-CTA clusters) and their 2-window tiles `fixed2c4` /
+/// `fixed2c8`, all with the same bits; `auto` (or no
 /// value, or any other) leaves the plan's pick.
 pub const FIXED_RECURRENCE_ENV: &str = "BILSTM_FIXED_RECURRENCE";
 
 /// The fixed-point recurrence a [`FIXED_RECURRENCE_ENV`] value names: `8` for 8 windows a CTA,
 /// `8c2` or `8c4` for 8 windows a 2- or 4-CTA cluster, `1c2`, `1c4` or `1c8` for one window a
 /// 2-, 4- or 8-CTA cluster (the integer-pipe kernels), `4`, `4c2`, `4c4` or `4c8` for 4 windows
-/// a CTA or a 2-, 4- or 8-CTA cluster, `auto` for the plan's pick, `off` for section 8.
+/// a CTA or a 2-, 4- or 8-CTA cluster, `2c4` or `2c8` for 2 windows a 4- or 8-CTA cluster,
+/// `auto` for the plan's pick, `off` for section 8.
 pub(crate) fn parse_fixed_recurrence(value: Option<&str>) -> Option<FixedRecurrence> {
     let v = value?.trim();
     match v {
@@ -207,7 +209,7 @@ const FIXED_ENTRY_PREFIX: &str = "bilstm_recurrence_fixed";
 /// (a unit test checks the list against the kernels). Only the test hook reports it.
 #[cfg(any(test, feature = "test-hooks"))]
 pub(crate) const FIXED_RECURRENCE_NAMES: &str =
-    "8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, auto or off";
+    "8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, 2c4, 2c8, auto or off";
 
 /// What [`FIXED_RECURRENCE_ENV`] (or the test hook) asks TF32 passes of cluster plans to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -726,7 +728,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_recurrence_switch_names_its_ten_kernels_auto_or_off_else_nothing() {
+    fn the_fixed_recurrence_switch_names_its_twelve_kernels_auto_or_off_else_nothing() {
         let fixed = bilstm_core::geometry::FIXED_THREADS;
         let tile = bilstm_core::geometry::FIXED_WINDOWS as u32;
         // (value, kernel, CTAs a cluster, threads a CTA, windows a cluster)
@@ -741,6 +743,8 @@ mod tests {
             ("4c2", KernelId::RecurrenceFixed4C2, 2, fixed / 2, 4),
             ("4c4", KernelId::RecurrenceFixed4C4, 4, fixed / 4, 4),
             ("4c8", KernelId::RecurrenceFixed4C8, 8, fixed / 8, 4),
+            ("2c4", KernelId::RecurrenceFixed2C4, 4, fixed / 4, 2),
+            ("2c8", KernelId::RecurrenceFixed2C8, 8, fixed / 8, 2),
         ] {
             assert_eq!(
                 parse_fixed_recurrence(Some(value)),

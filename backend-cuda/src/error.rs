@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(unknown.kind(), ErrorKind::InvalidInput);
         assert_eq!(
             unknown.to_string(),
-            "fixed-point recurrence: no such value \"16\" (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, auto or off)"
+            "fixed-point recurrence: no such value \"16\" (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, 2c4, 2c8, auto or off)"
         );
         assert_eq!(
             lost.to_string(),

@@ -1,6 +1,6 @@
 //! GPU: the fixed-point recurrences (`numerics.cuh` section 9, TF32 mode's recurrent product on
 //! GPUs with clusters: the tensor-core `bilstm_recurrence_fixed8`, `fixed8c2`, `fixed8c4`,
-//! `fixed4`, `fixed4c2`, `fixed4c4`, `fixed4c8` and the integer-pipe `fixed1c2`, `fixed1c4`,
+//! `fixed4`, `fixed4c2`, `fixed4c4`, `fixed4c8`, `fixed2c4`, `fixed2c8` and the integer-pipe `fixed1c2`, `fixed1c4`,
 //! `fixed1c8`), each forced on TF32 passes through the test hook
 //! `CudaBackend::set_fixed_recurrence` (as `BILSTM_FIXED_RECURRENCE` does), and the plan's own
 //! pick: within TF32 mode's budget of the f64 reference; every window's bits the same at batch
@@ -38,9 +38,10 @@ fn no_fixed_recurrence_here() -> bool {
 
 /// Every fixed-point kernel by its hook name: 8 windows a CTA, a 2- and a 4-CTA cluster (tensor
 /// cores); one window a 2-, 4- and 8-CTA cluster (integer pipe); 4 windows a CTA, a 2-, 4- and
-/// 8-CTA cluster (tensor cores, the byte planes as columns); and `auto`, the pick by batch.
-const KERNELS: [&str; 11] = [
-    "8", "8c2", "8c4", "1c2", "1c4", "1c8", "4", "4c2", "4c4", "4c8", "auto",
+/// 8-CTA cluster (tensor cores, the byte planes as columns); 2 windows a 4- and an 8-CTA
+/// cluster (the same code, half the columns); and `auto`, the pick by batch.
+const KERNELS: [&str; 13] = [
+    "8", "8c2", "8c4", "1c2", "1c4", "1c8", "4", "4c2", "4c4", "4c8", "2c4", "2c8", "auto",
 ];
 
 /// A TF32 backend (the plan's own kernels otherwise) whose TF32 passes run the fixed-point
@@ -54,7 +55,7 @@ fn fixed_backend(shape: &StackShape, max_batch: usize, name: &str) -> CudaBacken
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn only_the_ten_kernels_auto_and_off_are_named() {
+fn only_the_twelve_kernels_auto_and_off_are_named() {
     let mut b = gpu();
     for bad in [
         "", "2", "16", "32", "8c8", "1c16", "4c16", "fixed8", "Auto", "Off",
@@ -63,7 +64,7 @@ fn only_the_ten_kernels_auto_and_off_are_named() {
         assert_eq!(
             e.to_string(),
             format!(
-                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, auto or off)"
+                "fixed-point recurrence: no such value {bad:?} (expected 8, 8c2, 8c4, 1c2, 1c4, 1c8, 4, 4c2, 4c4, 4c8, 2c4, 2c8, auto or off)"
             )
         );
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
@@ -309,6 +310,8 @@ fn a_lost_partner_ends_the_cluster_kernels_in_partner_lost() {
         ("4c2", 2, "bilstm_recurrence_fixed4c2"),
         ("4c4", 4, "bilstm_recurrence_fixed4c4"),
         ("4c8", 8, "bilstm_recurrence_fixed4c8"),
+        ("2c4", 4, "bilstm_recurrence_fixed2c4"),
+        ("2c8", 8, "bilstm_recurrence_fixed2c8"),
     ] {
         let mut b = fixed_backend(&shape, batch, name);
         // CTA x of a layer's launch is rank x % size of cluster x / size, whose direction is

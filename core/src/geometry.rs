@@ -133,6 +133,9 @@ pub const FIXED_H_ROW_BYTES: usize = HIDDEN + 16;
 /// The fixed-point recurrence's 4-window tiles (`bilstm_recurrence_fixed4*`):
 /// windows a tile, whose two byte planes each make the 8 columns of the `mma.m16n8k32` N.
 pub const FIXED4_WINDOWS: usize = 4;
+/// The fixed-point recurrence's 2-window tiles (`bilstm_recurrence_fixed2c4` / `2c8`): the
+/// 4-window kernels' code with two windows a tile (the MMA's other four columns zero).
+pub const FIXED2_WINDOWS: usize = 2;
 
 /// Whether a cluster kernel is built for clusters of `size` CTAs running `windows` windows each:
 /// one window with every size of [`CLUSTER_SIZES`], and with [`CLUSTER_MULTI_WINDOW_SIZE`]-CTA
@@ -357,7 +360,7 @@ pub const MAX_DEFINES: usize = 80;
 
 /// The `-D` defines every kernel is compiled with: `(name, value)`, names `BILSTM_*`.
 pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
-    let all: [(&'static str, usize); 75] = [
+    let all: [(&'static str, usize); 76] = [
         ("BILSTM_HIDDEN", HIDDEN),
         ("BILSTM_GATES", GATES),
         ("BILSTM_GATE_ROWS", GATE_ROWS),
@@ -387,6 +390,7 @@ pub fn defines() -> heapless::Vec<(&'static str, i64), MAX_DEFINES> {
         ("BILSTM_FIXED_WINDOWS", FIXED_WINDOWS),
         ("BILSTM_FIXED_H_ROW_BYTES", FIXED_H_ROW_BYTES),
         ("BILSTM_FIXED4_WINDOWS", FIXED4_WINDOWS),
+        ("BILSTM_FIXED2_WINDOWS", FIXED2_WINDOWS),
         ("BILSTM_PROJ_SMALL_TILE", PROJ_SMALL_TILE),
         ("BILSTM_PROJ_LARGE_TILE", PROJ_LARGE_TILE),
         ("BILSTM_PROJ_K_TILE", PROJ_K_TILE),
@@ -519,7 +523,7 @@ mod tests {
     fn defines_are_unique_prefixed_and_complete() {
         let d = defines();
         assert!(d.len() < MAX_DEFINES, "raise MAX_DEFINES");
-        assert_eq!(d.len(), 75);
+        assert_eq!(d.len(), 76);
         assert!(d.contains(&("BILSTM_PROJ_RES_SHARED_BYTES", 229_632)));
         assert!(d.contains(&("BILSTM_FIXED_THREADS", 512)));
         for (i, (name, _)) in d.iter().enumerate() {

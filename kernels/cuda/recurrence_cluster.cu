@@ -16,8 +16,8 @@
 //   recurrences (TF32 mode only; the plan's fixed_point decision picks them where clusters
 //   exist, numerics.cuh section 9): the tensor-core
 //   bilstm_recurrence_fixed8 / fixed8c2 / fixed8c4 (their own contract is at "The fixed-point
-//   tensor-core recurrence" below) and fixed4 / fixed4c2 / fixed4c4 / fixed4c8 (at "The
-//   fixed-point tensor-core recurrence of 4-window tiles"), and the integer-pipe
+//   tensor-core recurrence" below) and fixed4 / fixed4c2 / fixed4c4 / fixed4c8 / fixed2c4 /
+//   fixed2c8 (at "The fixed-point tensor-core recurrence of 4-window tiles"), and the integer-pipe
 //   bilstm_recurrence_fixed1c2 / fixed1c4 / fixed1c8 (at "The SIMT fixed-point recurrence");
 //   each (const bl_recurrence_cluster_params p). Not cooperative: clusters never wait for each other, so clusters beyond the device's
 //   capacity run in later waves.
@@ -1677,9 +1677,11 @@ BL_FX_DP4A(bl_fx_dp4a_uu, "u32", "u32")
 // low plane's offset comes back exactly: sum q1 h0 = D + 128 sum q1 and sum q0 h0 = D + 128
 // sum q0, so T = B 2^8 + C adds the row's constant 2^15 sum q1 + 2^7 sum q0 (modulo 2^32,
 // computed at entry).
-// Launch contract (the file's, with these differences): grid (2 * ceil(batch / 4) * S, 1, 1)
-// with the cluster dimension (S, 1, 1); cluster x = blockIdx.x / S runs windows (x / 2) 4 ..
-// (x / 2) 4 + 3 that exist in direction x % 2; block (BILSTM_FIXED_THREADS / S, 1, 1); no
+// Launch contract (the file's, with these differences): tiles of WT = 4 windows (fixed4*) or
+// WT = 2 (fixed2c4 / fixed2c8: the same kernel with the tile's last two columns left zero);
+// grid (2 * ceil(batch / WT) * S, 1, 1) with the cluster dimension (S, 1, 1); cluster x =
+// blockIdx.x / S runs windows (x / 2) WT .. (x / 2) WT + WT - 1 that exist in direction x % 2;
+// block (BILSTM_FIXED_THREADS / S, 1, 1); no
 // dynamic shared memory, static bl_fx4_shared (two slots of [window][plane][unit] bytes and two
 // mbarriers: 2,064 bytes). TF32 mode only (tf32_numerics nonzero, else a trap); out_tf32
 // honoured; final states as the other kernels; progress reported once, after the last step.
@@ -1716,9 +1718,12 @@ __device__ __forceinline__ void bl_cl_push2(bl_u32 dst, bl_u32 lo, bl_u32 hi, bl
                  : "memory");
 }
 
-template <int S>
+template <int S, int WT>
 __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster_params& p) {
     constexpr int W = BL_FX4_WINDOWS;
+    // Windows a tile: W (fixed4*), or 2 (fixed2c4 / 2c8: columns 4-7 stay zero bytes and lanes
+    // tig 2, 3 run copies, never stored or pushed, as in a partial tile).
+    static_assert(WT == W || WT == BILSTM_FIXED2_WINDOWS, "tiles of 4 or 2 windows");
     constexpr int UNITS = BILSTM_HIDDEN / S;
     static_assert(S == 1 || S == 2 || S == 4 || S == 8, "clusters of 1, 2, 4 or 8 CTAs");
     static_assert(UNITS % 8 == 0 && BILSTM_FIXED_THREADS / S == 4 * UNITS, "a warp of 32 lanes a block of 8 units");
@@ -1726,11 +1731,11 @@ __device__ __forceinline__ void bl_recurrence_fixed4(const bl_recurrence_cluster
     const bl_u32 cluster = blockIdx.x / (bl_u32)S;
     const bl_u32 rank = S == 1 ? 0u : bl_cl_rank();
     const bl_u32 direction = cluster % 2u;
-    const bl_u32 first_window = (cluster / 2u) * (bl_u32)W;
+    const bl_u32 first_window = (cluster / 2u) * (bl_u32)WT;
     if (first_window >= p.batch) {
         return;  // never with the documented grid; the whole cluster leaves before any barrier
     }
-    const bl_u32 valid = p.batch - first_window < (bl_u32)W ? p.batch - first_window : (bl_u32)W;
+    const bl_u32 valid = p.batch - first_window < (bl_u32)WT ? p.batch - first_window : (bl_u32)WT;
     const int tid = threadIdx.x;
     const int warp = tid / BILSTM_WARP_THREADS;
     const int lane = tid % BILSTM_WARP_THREADS;
@@ -2195,12 +2200,12 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
         }                                    \
         bl_recurrence_fixed_simt<S, T>(p);   \
     } while (0)
-#define BL_FX4_BODY(S)                       \
+#define BL_FX4_BODY(S, WT)                   \
     do {                                     \
         if (p.tf32_numerics == 0u) {         \
             asm volatile("trap;");           \
         }                                    \
-        bl_recurrence_fixed4<S>(p);          \
+        bl_recurrence_fixed4<S, WT>(p);      \
     } while (0)
 
 // Each entry picks its numerics once (tf32_numerics: TF32 mode's, numerics.cuh sections 7 and 8):
@@ -2250,7 +2255,7 @@ __device__ __forceinline__ void bl_recurrence_fixed_simt(const bl_recurrence_clu
         asm volatile("trap;"); \
     } while (0)
 #define BL_FX1_BODY(S, T) BL_FX_BODY(S)
-#define BL_FX4_BODY(S) BL_FX_BODY(S)
+#define BL_FX4_BODY(S, WT) BL_FX_BODY(S)
 #endif  // __CUDA_ARCH__ >= 900
 
 extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS, 1)
@@ -2315,20 +2320,30 @@ extern "C" __global__ void __launch_bounds__(BILSTM_CLUSTER_THREADS / 2, 4)
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS, 1)
     bilstm_recurrence_fixed4(const bl_recurrence_cluster_params p) {
-    BL_FX4_BODY(1);
+    BL_FX4_BODY(1, BL_FX4_WINDOWS);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 2, 1)
     bilstm_recurrence_fixed4c2(const bl_recurrence_cluster_params p) {
-    BL_FX4_BODY(2);
+    BL_FX4_BODY(2, BL_FX4_WINDOWS);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 4, 1)
     bilstm_recurrence_fixed4c4(const bl_recurrence_cluster_params p) {
-    BL_FX4_BODY(4);
+    BL_FX4_BODY(4, BL_FX4_WINDOWS);
 }
 
 extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 8, 1)
     bilstm_recurrence_fixed4c8(const bl_recurrence_cluster_params p) {
-    BL_FX4_BODY(8);
+    BL_FX4_BODY(8, BL_FX4_WINDOWS);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 4, 1)
+    bilstm_recurrence_fixed2c4(const bl_recurrence_cluster_params p) {
+    BL_FX4_BODY(4, BILSTM_FIXED2_WINDOWS);
+}
+
+extern "C" __global__ void __launch_bounds__(BILSTM_FIXED_THREADS / 8, 1)
+    bilstm_recurrence_fixed2c8(const bl_recurrence_cluster_params p) {
+    BL_FX4_BODY(8, BILSTM_FIXED2_WINDOWS);
 }

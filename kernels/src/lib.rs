@@ -96,6 +96,10 @@ pub enum KernelId {
     RecurrenceFixed4C4,
     /// `bilstm_recurrence_fixed4c8`: [`KernelId::RecurrenceFixed4`] split over 8-CTA clusters.
     RecurrenceFixed4C8,
+    /// `bilstm_recurrence_fixed2c4`: [`KernelId::RecurrenceFixed4C4`] with tiles of 2 windows.
+    RecurrenceFixed2C4,
+    /// `bilstm_recurrence_fixed2c8`: [`KernelId::RecurrenceFixed4C8`] with tiles of 2 windows.
+    RecurrenceFixed2C8,
     /// `bilstm_projection_tf32` (`projection_tf32.cu`): TF32 tensor-core input projection,
     /// 128x256 tiles (`MathMode::Tf32` only, compute capability 8.0 or later).
     ProjectionTf32,
@@ -118,7 +122,7 @@ pub enum KernelId {
 }
 
 /// Every kernel, in a fixed order.
-pub const ALL: [KernelId; 28] = [
+pub const ALL: [KernelId; 30] = [
     KernelId::Clear,
     KernelId::ProjectionSmall,
     KernelId::ProjectionLarge,
@@ -141,6 +145,8 @@ pub const ALL: [KernelId; 28] = [
     KernelId::RecurrenceFixed4C2,
     KernelId::RecurrenceFixed4C4,
     KernelId::RecurrenceFixed4C8,
+    KernelId::RecurrenceFixed2C4,
+    KernelId::RecurrenceFixed2C8,
     KernelId::ProjectionTf32,
     KernelId::ProjectionTf32x3,
     KernelId::ProjectionTf32x3Small,
@@ -547,6 +553,25 @@ pub const RECURRENCE_FIXED4C8: Kernel = fixed_kernel(
     geometry::FIXED4_WINDOWS,
 );
 
+/// `bilstm_recurrence_fixed2c4`: [`RECURRENCE_FIXED4C4`]'s code with tiles of
+/// `FIXED2_WINDOWS` (2) windows (the MMA's columns of windows 2 and 3 stay zero bytes); grid
+/// `2 * ceil(batch / 2) * 4` CTAs of `FIXED_THREADS / 4` threads.
+pub const RECURRENCE_FIXED2C4: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed2C4,
+    "bilstm_recurrence_fixed2c4",
+    4,
+    geometry::FIXED2_WINDOWS,
+);
+
+/// `bilstm_recurrence_fixed2c8`: [`RECURRENCE_FIXED2C4`] with 8-CTA clusters
+/// (`FIXED_THREADS / 8` threads a CTA); grid `2 * ceil(batch / 2) * 8` CTAs.
+pub const RECURRENCE_FIXED2C8: Kernel = fixed_kernel(
+    KernelId::RecurrenceFixed2C8,
+    "bilstm_recurrence_fixed2c8",
+    8,
+    geometry::FIXED2_WINDOWS,
+);
+
 /// A tensor-core fixed-point recurrence of `recurrence_cluster.cu`: clusters of `size` CTAs of
 /// `FIXED_THREADS / size` threads running tiles of `windows` windows, no dynamic shared memory.
 const fn fixed_kernel(id: KernelId, entry: &'static str, size: u32, windows: usize) -> Kernel {
@@ -682,6 +707,8 @@ impl KernelId {
                 | KernelId::RecurrenceFixed4C2
                 | KernelId::RecurrenceFixed4C4
                 | KernelId::RecurrenceFixed4C8
+                | KernelId::RecurrenceFixed2C4
+                | KernelId::RecurrenceFixed2C8
         )
     }
 
@@ -710,6 +737,8 @@ impl KernelId {
             KernelId::RecurrenceFixed4C2 => &RECURRENCE_FIXED4C2,
             KernelId::RecurrenceFixed4C4 => &RECURRENCE_FIXED4C4,
             KernelId::RecurrenceFixed4C8 => &RECURRENCE_FIXED4C8,
+            KernelId::RecurrenceFixed2C4 => &RECURRENCE_FIXED2C4,
+            KernelId::RecurrenceFixed2C8 => &RECURRENCE_FIXED2C8,
             KernelId::ProjectionTf32 => &PROJECTION_TF32,
             KernelId::ProjectionTf32x3 => &PROJECTION_TF32X3,
             KernelId::ProjectionTf32x3Small => &PROJECTION_TF32X3_SMALL,
@@ -744,6 +773,8 @@ impl KernelId {
             KernelId::RecurrenceFixed4C2 => "recurrence_fixed4c2",
             KernelId::RecurrenceFixed4C4 => "recurrence_fixed4c4",
             KernelId::RecurrenceFixed4C8 => "recurrence_fixed4c8",
+            KernelId::RecurrenceFixed2C4 => "recurrence_fixed2c4",
+            KernelId::RecurrenceFixed2C8 => "recurrence_fixed2c8",
             KernelId::ProjectionTf32 => "projection_tf32",
             KernelId::ProjectionTf32x3 => "projection_tf32x3",
             KernelId::ProjectionTf32x3Small => "projection_tf32x3_small",
