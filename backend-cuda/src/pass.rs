@@ -526,7 +526,7 @@ impl CudaBackend {
 }
 
 /// The fixed-point kernel of a pick (`bilstm_core::fixed::pick`): the one-window integer-pipe
-/// kernel of that cluster size, the 4-window tensor-core kernel of that cluster size, or the
+/// kernel of that cluster size, the 2- or 4-window tensor-core kernel of that cluster size, or the
 /// 8-window tile kernel (`bilstm_recurrence_fixed8`, one CTA a tile), found by launch kind as
 /// [`cluster_kernel`] finds the scheduled ones (`fixed8` should a pick name a size
 /// no kernel has; the unit test below checks that none does).
@@ -615,6 +615,10 @@ mod tests {
         assert_eq!(
             fixed_kernel_for(pick(12, 132)),
             KernelId::RecurrenceFixed1C4
+        );
+        assert_eq!(
+            fixed_kernel_for(pick(16, 132)),
+            KernelId::RecurrenceFixed2C4
         );
         assert_eq!(
             fixed_kernel_for(pick(33, 132)),

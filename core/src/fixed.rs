@@ -176,7 +176,8 @@ pub fn a_t_from_offset_planes(q: &[i16], hq: &[i16]) -> Result<(i32, i32), CoreE
 
 /// Which fixed-point kernel a TF32 pass of a batch runs ([`pick`]; the plan's `fixed_point`
 /// decision): a one-window integer-pipe cluster kernel of `cluster_size` CTAs
-/// (`bilstm_recurrence_fixed1c8` / `1c4` / `1c2`), a 4-window tensor-core kernel
+/// (`bilstm_recurrence_fixed1c8` / `1c4` / `1c2`), a 2-window tensor-core kernel
+/// (`bilstm_recurrence_fixed2c4`; `fixed2c8` is forced only), a 4-window tensor-core kernel
 /// (`bilstm_recurrence_fixed4c4` / `4c2` / `fixed4`), or the 8-window tensor-core kernel
 /// (`bilstm_recurrence_fixed8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -184,6 +185,12 @@ pub enum FixedPick {
     /// One window a cluster of this many CTAs, on the integer pipe.
     Simt {
         /// CTAs a cluster (8, 4 or 2).
+        cluster_size: usize,
+    },
+    /// Tiles of 2 windows a cluster of this many CTAs, on the tensor cores (the 4-window
+    /// kernels' code with half the columns).
+    Pair {
+        /// CTAs a cluster (4 or 8).
         cluster_size: usize,
     },
     /// Tiles of 4 windows a cluster of this many CTAs (1: one CTA a tile), on the tensor cores.
@@ -201,6 +208,7 @@ impl FixedPick {
     pub const fn launch(self) -> (usize, usize) {
         match self {
             FixedPick::Simt { cluster_size } => (cluster_size, 1),
+            FixedPick::Pair { cluster_size } => (cluster_size, crate::geometry::FIXED2_WINDOWS),
             FixedPick::Quad { cluster_size } => (cluster_size, crate::geometry::FIXED4_WINDOWS),
             FixedPick::Tile => (1, crate::geometry::FIXED_WINDOWS),
         }
@@ -213,6 +221,8 @@ impl FixedPick {
             FixedPick::Simt { cluster_size: 8 } => "fixed1c8",
             FixedPick::Simt { cluster_size: 4 } => "fixed1c4",
             FixedPick::Simt { .. } => "fixed1c2",
+            FixedPick::Pair { cluster_size: 8 } => "fixed2c8",
+            FixedPick::Pair { .. } => "fixed2c4",
             FixedPick::Quad { cluster_size: 8 } => "fixed4c8",
             FixedPick::Quad { cluster_size: 4 } => "fixed4c4",
             FixedPick::Quad { cluster_size: 2 } => "fixed4c2",
@@ -231,6 +241,10 @@ impl core::fmt::Display for FixedPick {
             FixedPick::Simt { cluster_size } => write!(
                 f,
                 "{name} (one window a {cluster_size}-CTA cluster, integer pipe)"
+            ),
+            FixedPick::Pair { cluster_size } => write!(
+                f,
+                "{name} (2-window tiles, {cluster_size}-CTA clusters, tensor cores)"
             ),
             FixedPick::Quad { cluster_size: 1 } => {
                 write!(f, "{name} (4-window tiles, one CTA a tile, tensor cores)")
@@ -251,7 +265,9 @@ pub const MAX_CLUSTER_SIZE: usize = 8;
 /// The rule for `batch` windows on a GPU of `sms` SMs: both directions of every window (or
 /// tile) run as one cluster each, one CTA an SM, in one wave. First the one-window kernels: the
 /// 8- and 4-CTA ones only while their CTAs take at most 15/16 of the SMs (`2 batch S 16 <= 15
-/// sms`), the 2-CTA one while they take at most all of them; then the 4-window tiles
+/// sms`); then the 2-window tiles on 4-CTA clusters under the same bound (`2 ceil(batch / 2) 4
+/// 16 <= 15 sms`); then the 2-CTA one-window kernel while its CTAs take at most all the SMs;
+/// then the 4-window tiles
 /// (`T = ceil(batch / 4)`): 4-CTA clusters while `2 T 4 <= 3 sms / 4`, 2-CTA clusters while
 /// `2 T 2 <= sms`, one CTA a tile while `2 T <= sms`; else [`FixedPick::Tile`]. Larger clusters
 /// first: their steps are shorter.
@@ -262,19 +278,30 @@ pub const MAX_CLUSTER_SIZE: usize = 8;
 /// at 16 (128), where `fixed1c2` takes 1.69-1.71 (at 13-15 1.65-1.70): with 128 CTAs of these
 /// clusters some SMs get two (the GPCs hold 14 8-CTA or 30 4-CTA clusters with an SM a CTA), whose
 /// integer pipe then serves both; so 15/16 of the SMs (session 25's three quarters had
-/// measured only 96 and 128 CTAs). Session 26 calls 2-3: at batch 32 `fixed1c2` 1.78-1.79 against
+/// measured only 96 and 128 CTAs). Session 27 call 6: `fixed2c4` 1.58 / 1.63-1.64 / 1.68-1.69 /
+/// 1.73-1.74 ms at batches 16 / 20 / 24 / 30 (64-120 CTAs) against `fixed1c2`'s 1.69 / 1.69-1.70
+/// / 1.73-1.74 / 1.78-1.79, but 1.82-1.83 at 32 (128 CTAs) against 1.78; at 8-15 `fixed1c4`
+/// stays ahead (1.33-1.41 against 1.40-1.56); `fixed2c8` is 1-3 % behind `fixed2c4` throughout.
+/// Session 26 calls 2-3: at batch 32 `fixed1c2` 1.78-1.79 against
 /// `fixed4c4` 1.85-1.87; at 40 / 48 `fixed4c4` 1.90 / 1.94-1.98 (`fixed4c2` 2.03-2.10); at 64
 /// `fixed4c2` 2.16-2.17 (`fixed4c4` 2.20-2.22); at 96 / 128 `fixed4c2` 2.27-2.30 / 2.42-2.44
 /// (`fixed4` 2.41 / 2.55-2.58); at 160 `fixed4` 2.73 (`fixed4c4` 2.90, `fixed4c2` 4.32: two
 /// waves); at 256 `fixed4` 3.23-3.25 (`fixed8` 4.17); at 1024 `fixed8` 10.8 (`fixed4` 12.7).
 pub fn pick(batch: usize, sms: usize) -> FixedPick {
     let ctas = |cluster_size: usize| batch.saturating_mul(2 * cluster_size);
-    if let Some(cluster_size) = [8, 4]
-        .into_iter()
-        .find(|&size| ctas(size).saturating_mul(16) <= sms.saturating_mul(15))
-        .or(Some(2).filter(|&size| ctas(size) <= sms))
-    {
+    let within = |ctas: usize| ctas.saturating_mul(16) <= sms.saturating_mul(15);
+    if let Some(cluster_size) = [8, 4].into_iter().find(|&size| within(ctas(size))) {
         return FixedPick::Simt { cluster_size };
+    }
+    if within(
+        batch
+            .div_ceil(crate::geometry::FIXED2_WINDOWS)
+            .saturating_mul(2 * 4),
+    ) {
+        return FixedPick::Pair { cluster_size: 4 };
+    }
+    if ctas(2) <= sms {
+        return FixedPick::Simt { cluster_size: 2 };
     }
     let quad_ctas = |cluster_size: usize| batch.div_ceil(4).saturating_mul(2 * cluster_size);
     Some(4)
@@ -524,7 +551,9 @@ mod tests {
             (7, simt(8)),
             (8, simt(4)),
             (15, simt(4)),
-            (16, simt(2)),
+            (16, FixedPick::Pair { cluster_size: 4 }),
+            (30, FixedPick::Pair { cluster_size: 4 }),
+            (31, simt(2)),
             (33, simt(2)),
             (34, quad(4)),
             (48, quad(4)),
@@ -548,6 +577,7 @@ mod tests {
         // Launch shapes: (CTAs a cluster, windows a cluster).
         assert_eq!(simt(8).launch(), (8, 1));
         assert_eq!(quad(2).launch(), (2, 4));
+        assert_eq!(FixedPick::Pair { cluster_size: 4 }.launch(), (4, 2));
         assert_eq!(FixedPick::Tile.launch(), (1, 8));
     }
 }

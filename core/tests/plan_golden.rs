@@ -298,7 +298,7 @@ const GOLDEN_FIXED: [(&str, [&str; 10]); 13] = [
     (
         "b200",
         [
-            "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c4", "fixed1c2", "fixed1c2",
+            "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c8", "fixed1c4", "fixed2c4", "fixed2c4",
             "fixed4c2", "fixed4", "fixed8",
         ],
     ),

@@ -891,7 +891,7 @@ pub fn select_with(
 /// H200 (session 27 call 1, TF32, 589 frames, one call with cuDNN TF32, ms): batch 1 1.10
 /// against section 8's 1.15, 34 1.85 against 2.27, 128 2.42 against 3.16, 256 3.21 against
 /// 5.39, 1024 10.75-10.84 against 21.32-21.36 (cuDNN TF32 72.0); slower only at batches 8-33,
-/// 1.34-1.80 against 1.20-1.53 (call 5; bench/NOTES.md, session 27).
+/// 1.33-1.79 against 1.20-1.53 (calls 5-6; bench/NOTES.md, session 27).
 pub fn choose_fixed_point(
     facts: &DeviceFacts,
     kind: RecurrenceKind,
