@@ -597,8 +597,9 @@ mod tests {
         }
     }
 
-    /// Every `auto` pick names a fixed-point kernel of exactly its launch (no fallback taken):
-    /// on the H200's 132 SMs and on smaller and larger GPUs, at every batch up to 2,048.
+    /// Every pick names a fixed-point kernel of exactly its launch (no fallback taken), whose
+    /// entry point is `bilstm_recurrence_` plus the pick's name: on the H200's 132 SMs and on
+    /// smaller and larger GPUs, at every batch up to 2,048; and the H200's kernel at each band.
     #[test]
     fn every_auto_pick_has_its_fixed_point_kernel() {
         for sms in [16, 46, 108, 132, 170] {
@@ -609,33 +610,24 @@ mod tests {
                     .unwrap_or_else(|| panic!("{p:?} on {sms} SMs: no kernel"));
                 assert!(id.is_fixed_point());
                 assert_eq!(fixed_kernel_for(p), id);
+                assert_eq!(
+                    id.kernel().entry.strip_prefix("bilstm_recurrence_"),
+                    Some(p.name()),
+                    "{p:?}"
+                );
             }
         }
-        assert_eq!(fixed_kernel_for(pick(1, 132)), KernelId::RecurrenceFixed1C8);
-        assert_eq!(
-            fixed_kernel_for(pick(12, 132)),
-            KernelId::RecurrenceFixed1C4
-        );
-        assert_eq!(
-            fixed_kernel_for(pick(16, 132)),
-            KernelId::RecurrenceFixed2C4
-        );
-        assert_eq!(
-            fixed_kernel_for(pick(33, 132)),
-            KernelId::RecurrenceFixed1C2
-        );
-        assert_eq!(
-            fixed_kernel_for(pick(34, 132)),
-            KernelId::RecurrenceFixed4C4
-        );
-        assert_eq!(
-            fixed_kernel_for(pick(64, 132)),
-            KernelId::RecurrenceFixed4C2
-        );
-        assert_eq!(fixed_kernel_for(pick(256, 132)), KernelId::RecurrenceFixed4);
-        assert_eq!(
-            fixed_kernel_for(pick(1024, 132)),
-            KernelId::RecurrenceFixed8
-        );
+        for (batch, want) in [
+            (1, KernelId::RecurrenceFixed1C8),
+            (12, KernelId::RecurrenceFixed1C4),
+            (16, KernelId::RecurrenceFixed2C4),
+            (33, KernelId::RecurrenceFixed1C2),
+            (34, KernelId::RecurrenceFixed4C4),
+            (64, KernelId::RecurrenceFixed4C2),
+            (256, KernelId::RecurrenceFixed4),
+            (1024, KernelId::RecurrenceFixed8),
+        ] {
+            assert_eq!(fixed_kernel_for(pick(batch, 132)), want, "batch {batch}");
+        }
     }
 }

@@ -215,19 +215,24 @@ impl FixedPick {
     }
 
     /// The kernel's name: its entry point after `bilstm_recurrence_` (`fixed1c8`, `fixed4c2`,
-    /// `fixed4`, `fixed8`; the names `BILSTM_FIXED_RECURRENCE` takes without the `fixed`).
+    /// `fixed4`, `fixed8`; the names `BILSTM_FIXED_RECURRENCE` takes without the `fixed`), or
+    /// `"none (no such kernel)"` for a cluster size no kernel is built for ([`pick`] never
+    /// names one; the backend's unit test checks every pick's name against its entry point).
     pub const fn name(self) -> &'static str {
         match self {
             FixedPick::Simt { cluster_size: 8 } => "fixed1c8",
             FixedPick::Simt { cluster_size: 4 } => "fixed1c4",
-            FixedPick::Simt { .. } => "fixed1c2",
+            FixedPick::Simt { cluster_size: 2 } => "fixed1c2",
             FixedPick::Pair { cluster_size: 8 } => "fixed2c8",
-            FixedPick::Pair { .. } => "fixed2c4",
+            FixedPick::Pair { cluster_size: 4 } => "fixed2c4",
             FixedPick::Quad { cluster_size: 8 } => "fixed4c8",
             FixedPick::Quad { cluster_size: 4 } => "fixed4c4",
             FixedPick::Quad { cluster_size: 2 } => "fixed4c2",
-            FixedPick::Quad { .. } => "fixed4",
+            FixedPick::Quad { cluster_size: 1 } => "fixed4",
             FixedPick::Tile => "fixed8",
+            FixedPick::Simt { .. } | FixedPick::Pair { .. } | FixedPick::Quad { .. } => {
+                "none (no such kernel)"
+            }
         }
     }
 }
@@ -262,22 +267,21 @@ impl core::fmt::Display for FixedPick {
 /// TF32 mode's section 9 only where its portable cluster limit reaches this.
 pub const MAX_CLUSTER_SIZE: usize = 8;
 
-/// The rule for `batch` windows on a GPU of `sms` SMs: both directions of every window (or
-/// tile) run as one cluster each, one CTA an SM, in one wave. First the one-window kernels: the
-/// 8- and 4-CTA ones only while their CTAs take at most 15/16 of the SMs (`2 batch S 16 <= 15
-/// sms`); then the 2-window tiles on 4-CTA clusters under the same bound (`2 ceil(batch / 2) 4
-/// 16 <= 15 sms`); then the 2-CTA one-window kernel while its CTAs take at most all the SMs;
-/// then the 4-window tiles
-/// (`T = ceil(batch / 4)`): 4-CTA clusters while `2 T 4 <= 3 sms / 4`, 2-CTA clusters while
-/// `2 T 2 <= sms`, one CTA a tile while `2 T <= sms`; else [`FixedPick::Tile`]. Larger clusters
-/// first: their steps are shorter.
+/// The rule for `batch` windows on a GPU of `sms` SMs: both directions of every tile of `W`
+/// windows run as one cluster of `S` CTAs each, one CTA an SM, in one wave, so a kernel's grid
+/// is `2 ceil(batch / W) S` CTAs. First the one-window kernels (`W = 1`) of 8 and 4 CTAs while
+/// their grid takes at most 15/16 of the SMs; then the 2-window tiles on 4-CTA clusters under the
+/// same bound; then the 2-CTA one-window kernel while its grid takes at most all the SMs; then
+/// the 4-window tiles: 4-CTA clusters up to three quarters of the SMs, 2-CTA clusters and one CTA
+/// a tile up to all of them; else [`FixedPick::Tile`]. Larger clusters first: their steps are
+/// shorter.
 ///
 /// H200 (132 SMs), TF32, 589 frames, medians of 10. Session 27 call 4 (two rounds, ms):
 /// `fixed1c8` 1.15-1.16 at batch 7 (112 CTAs) but 1.34-1.35 at 8 (128), where `fixed1c4` takes
-/// 1.33; `fixed1c4` 1.35 / 1.35-1.36 / 1.39-1.40 at batches 13 / 14 / 15 (104-120 CTAs) but 1.93-1.94
-/// at 16 (128), where `fixed1c2` takes 1.69-1.71 (at 13-15 1.65-1.70): with 128 CTAs of these
-/// clusters some SMs get two (the GPCs hold 14 8-CTA or 30 4-CTA clusters with an SM a CTA), whose
-/// integer pipe then serves both; so 15/16 of the SMs (session 25's three quarters had
+/// 1.33; `fixed1c4` 1.35 / 1.35-1.36 / 1.39-1.40 at batches 13 / 14 / 15 (104-120 CTAs) but
+/// 1.93-1.94 at 16 (128), where `fixed1c2` takes 1.69-1.71 (at 13-15 1.65-1.70): with 128 CTAs
+/// of these clusters some SMs get two (our reading: the GPCs cannot give each CTA an SM of its
+/// own), whose integer pipe then serves both; so 15/16 of the SMs (session 25's three quarters had
 /// measured only 96 and 128 CTAs). Session 27 call 6: `fixed2c4` 1.58 / 1.63-1.64 / 1.68-1.69 /
 /// 1.73-1.74 ms at batches 16 / 20 / 24 / 30 (64-120 CTAs) against `fixed1c2`'s 1.69 / 1.69-1.70
 /// / 1.73-1.74 / 1.78-1.79, but 1.82-1.83 at 32 (128 CTAs) against 1.78; at 8-15 `fixed1c4`
@@ -288,28 +292,29 @@ pub const MAX_CLUSTER_SIZE: usize = 8;
 /// (`fixed4` 2.41 / 2.55-2.58); at 160 `fixed4` 2.73 (`fixed4c4` 2.90, `fixed4c2` 4.32: two
 /// waves); at 256 `fixed4` 3.23-3.25 (`fixed8` 4.17); at 1024 `fixed8` 10.8 (`fixed4` 12.7).
 pub fn pick(batch: usize, sms: usize) -> FixedPick {
-    let ctas = |cluster_size: usize| batch.saturating_mul(2 * cluster_size);
-    let within = |ctas: usize| ctas.saturating_mul(16) <= sms.saturating_mul(15);
-    if let Some(cluster_size) = [8, 4].into_iter().find(|&size| within(ctas(size))) {
-        return FixedPick::Simt { cluster_size };
-    }
-    if within(
-        batch
-            .div_ceil(crate::geometry::FIXED2_WINDOWS)
-            .saturating_mul(2 * 4),
-    ) {
-        return FixedPick::Pair { cluster_size: 4 };
-    }
-    if ctas(2) <= sms {
-        return FixedPick::Simt { cluster_size: 2 };
-    }
-    let quad_ctas = |cluster_size: usize| batch.div_ceil(4).saturating_mul(2 * cluster_size);
-    Some(4)
-        .filter(|&size| quad_ctas(size) <= sms * 3 / 4)
-        .or([2, 1].into_iter().find(|&size| quad_ctas(size) <= sms))
-        .map_or(FixedPick::Tile, |cluster_size| FixedPick::Quad {
-            cluster_size,
-        })
+    // The grid of a pick: 2 ceil(batch / W) S CTAs.
+    let ctas = |p: FixedPick| {
+        let (size, windows) = p.launch();
+        batch.div_ceil(windows).saturating_mul(2 * size)
+    };
+    // Shares of the SMs: 15/16, 3/4, all.
+    let within = |p: FixedPick, num: usize, den: usize| {
+        ctas(p).saturating_mul(den) <= sms.saturating_mul(num)
+    };
+    let simt = |cluster_size| FixedPick::Simt { cluster_size };
+    let quad = |cluster_size| FixedPick::Quad { cluster_size };
+    [
+        (simt(8), 15, 16),
+        (simt(4), 15, 16),
+        (FixedPick::Pair { cluster_size: 4 }, 15, 16),
+        (simt(2), 1, 1),
+        (quad(4), 3, 4),
+        (quad(2), 1, 1),
+        (quad(1), 1, 1),
+    ]
+    .into_iter()
+    .find(|&(p, num, den)| within(p, num, den))
+    .map_or(FixedPick::Tile, |(p, _, _)| p)
 }
 
 #[cfg(test)]
@@ -578,6 +583,11 @@ mod tests {
         assert_eq!(simt(8).launch(), (8, 1));
         assert_eq!(quad(2).launch(), (2, 4));
         assert_eq!(FixedPick::Pair { cluster_size: 4 }.launch(), (4, 2));
+        // Names: each built kernel's, and no kernel's name for a size none is built for.
+        assert_eq!(FixedPick::Pair { cluster_size: 4 }.name(), "fixed2c4");
+        assert_eq!(quad(1).name(), "fixed4");
+        assert_eq!(simt(3).name(), "none (no such kernel)");
+        assert_eq!(quad(16).name(), "none (no such kernel)");
         assert_eq!(FixedPick::Tile.launch(), (1, 8));
     }
 }
